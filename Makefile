@@ -1,0 +1,46 @@
+# Two entry points (see README.md):
+#   make serve   set everything up, build the diagrams and serve the docs site on 127.0.0.1:8000
+#   make test    set everything up and run the whole test suite
+# torch is pinned here so that a fresh machine takes the CPU build; pyproject.toml states the supported range.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+PY := $(VENV)/bin/python
+PYTHON_STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: setup system-deps test serve site examples bench clean
+
+setup: system-deps $(PYTHON_STAMP) $(NODE_STAMP)
+
+system-deps:
+	bash scripts/system-deps.sh
+
+$(PYTHON_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH)" -e ".[test,docs,bench]"
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test: setup
+	$(PY) -m pytest
+
+examples: setup
+	$(PY) -m gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
+	$(PY) -m gradexport examples/blog.py:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
+
+site: setup
+	$(VENV)/bin/mkdocs build --strict
+
+serve: setup
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+bench: setup
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) node_modules site out

@@ -1,0 +1,23 @@
+"""gradexport: see, export and replay PyTorch's autograd graph.
+
+Example:
+    >>> import torch, gradexport
+    >>> x = torch.randn(3, requires_grad=True)
+    >>> graph = gradexport.to_networkx((x * 2).sum(), params={"x": x})
+    >>> graph.number_of_nodes()
+    4
+"""
+
+from .graph import KINDS, SPECIAL_KINDS, to_networkx
+from .roots import Root, RootError, collect_roots
+from .stack import run_with_large_stack
+
+__all__ = [
+    "KINDS",
+    "SPECIAL_KINDS",
+    "Root",
+    "RootError",
+    "collect_roots",
+    "run_with_large_stack",
+    "to_networkx",
+]

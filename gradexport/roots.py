@@ -1,0 +1,118 @@
+"""Turn what a user passes as "the graph" into a flat, named list of roots.
+
+A root is where backward starts: a tensor (through its ``grad_fn``, or its
+AccumulateGrad node for a leaf), a ``grad_fn`` Node, or a
+:class:`torch.autograd.graph.GradientEdge`. Collections (tuples, lists, dicts,
+model outputs) are flattened depth-first, in their own order, and every root
+gets a stable name from its position: ``"output"`` for a lone root, the index
+or key for collection items, joined by ``.`` when nested (``"hidden.0"``).
+
+Example:
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> [(r.name, type(r.node).__name__, r.input_nr) for r in collect_roots({"loss": (x * 2).sum()})]
+    [('loss', 'SumBackward0', 0)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+import torch
+from torch.autograd.graph import GradientEdge, Node
+
+__all__ = ["Root", "RootError", "Roots", "collect_roots"]
+
+#: What the public functions accept as roots.
+Roots = Union[torch.Tensor, Node, GradientEdge, Sequence[Any], Mapping[Any, Any]]
+
+
+class RootError(TypeError, ValueError):
+    """A root cannot start a backward pass (wrong type, no grad, nothing given).
+
+    It subclasses both ``TypeError`` and ``ValueError`` so that callers who
+    catch either of the built-in errors for bad arguments also catch it.
+    """
+
+
+@dataclass(frozen=True)
+class Root:
+    """One named starting point of the backward pass.
+
+    Attributes:
+        name: The root's name: ``"output"``, a collection index or key path.
+        node: The autograd Node that receives the root's gradient.
+        input_nr: The input slot of ``node`` that receives it (the tensor's
+            ``output_nr``), or ``None`` for a bare Node root, whose every
+            input slot is a start.
+        tensor: The root tensor, or ``None`` when a Node or GradientEdge was given.
+    """
+
+    name: str
+    node: Node
+    input_nr: int | None
+    tensor: torch.Tensor | None
+
+    @property
+    def is_leaf_tensor(self) -> bool:
+        """True when the root is a leaf tensor, represented by its AccumulateGrad node alone."""
+        return self.tensor is not None and self.tensor.grad_fn is None
+
+
+def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
+    """Flatten ``roots`` into named :class:`Root` records, in a deterministic order.
+
+    Raises:
+        RootError: for an empty collection, a non-tensor, or a tensor that has
+            no autograd graph; the message names the offending root.
+
+    Example:
+        >>> import torch
+        >>> a = torch.ones(3, requires_grad=True)
+        >>> first, second = torch.split(a * 2, [1, 2])
+        >>> [(r.name, r.input_nr) for r in collect_roots([first, second])]
+        [('0', 0), ('1', 1)]
+    """
+    found: list[Root] = []
+    # An explicit stack rather than recursion keeps arbitrarily nested outputs safe.
+    pending: list[tuple[str, Any]] = [("output", roots)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, (torch.Tensor, Node, GradientEdge)):
+            found.append(_root_of(path, value, caller))
+            continue
+        if isinstance(value, Mapping):
+            items = [(str(key), item) for key, item in value.items()]
+        elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            items = [(str(index), item) for index, item in enumerate(value)]
+        else:
+            raise RootError(
+                f"{caller}: root {path!r} is a {type(value).__name__}, not a tensor, grad_fn Node "
+                "or GradientEdge; pass the tensor (or a tuple/list/dict of tensors) whose graph you want"
+            )
+        if not items:
+            raise RootError(
+                f"{caller}: root {path!r} is an empty {type(value).__name__}; "
+                "pass at least one tensor that requires grad"
+            )
+        prefix = "" if path == "output" else path + "."
+        pending.extend((prefix + name, item) for name, item in reversed(items))
+    return found
+
+
+def _root_of(path: str, value: torch.Tensor | Node | GradientEdge, caller: str) -> Root:
+    if isinstance(value, GradientEdge):
+        return Root(path, value.node, value.output_nr, None)
+    if isinstance(value, Node):
+        return Root(path, value, None, None)
+    if not value.requires_grad:
+        raise RootError(
+            f"{caller}: root {path!r} is a tensor that does not require grad "
+            f"(shape {list(value.shape)}, dtype {str(value.dtype).removeprefix('torch.')}), so it has no "
+            "autograd graph. It was computed under torch.no_grad(), detached, has an integer dtype, or "
+            "comes from inputs without requires_grad=True; build it from tensors with requires_grad=True"
+        )
+    edge = torch.autograd.graph.get_gradient_edge(value)
+    return Root(path, edge.node, edge.output_nr, value)
