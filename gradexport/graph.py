@@ -50,7 +50,7 @@ import gc
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 import torch
@@ -59,7 +59,7 @@ from torch.autograd.graph import Node
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta
 
-__all__ = ["KINDS", "SPECIAL_KINDS", "Params", "RootError", "to_networkx"]
+__all__ = ["KINDS", "SPECIAL_KINDS", "Params", "RootError", "Trace", "to_networkx", "trace"]
 
 #: Values of the node attribute ``kind``.
 KINDS = ("root", "backward", "leaf", "none")
@@ -125,10 +125,50 @@ def to_networkx(
         >>> sorted((k, d["input_nr"], g.nodes[v]["names"]) for _, v, k, d in g.out_edges("n2", keys=True, data=True))
         [(0, 0, ['x']), (1, 0, ['y'])]
     """
-    root_list = collect_roots(roots, caller="to_networkx")
+    return trace(
+        roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata
+    ).graph
+
+
+class Trace(NamedTuple):
+    """A graph together with the torch Nodes behind its ids, for code that must call them (replay)."""
+
+    graph: nx.MultiDiGraph
+    #: Node id in ``graph`` of every backward and leaf Node.
+    ids: dict[Node, str]
+    #: The roots, as :func:`gradexport.roots.collect_roots` named them.
+    roots: list[Root]
+
+
+def trace(
+    roots: Roots,
+    *,
+    params: Params | None = None,
+    module: torch.nn.Module | None = None,
+    show_none: bool = False,
+    saved: bool = False,
+    edge_metadata: bool = True,
+    caller: str = "to_networkx",
+) -> Trace:
+    """Like :func:`to_networkx`, but also return the Node of each id and the collected roots.
+
+    The Trace holds references to the autograd graph: drop it when done, on a
+    large stack for deep graphs (see :mod:`gradexport.stack`).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> loss = (x * 3).sum()
+        >>> result = trace(loss)
+        >>> result.ids[loss.grad_fn]
+        'n1'
+    """
+    root_list = collect_roots(roots, caller=caller)
     names_by_tensor = _leaf_names(params, module)
+    builder = _Builder(names_by_tensor, show_none, saved, edge_metadata)
     with _gc_paused():
-        return _Builder(names_by_tensor, show_none, saved, edge_metadata).build(root_list)
+        graph = builder.build(root_list)
+    return Trace(graph, builder.ids, root_list)
 
 
 def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[int, list[str]]:
