@@ -50,6 +50,7 @@ import gc
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import networkx as nx
@@ -205,6 +206,13 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Builder:
+    """One breadth-first pass that assigns ids, adds nodes on discovery and edges on expansion.
+
+    Each Node's ``next_functions`` is read once (at discovery) and carried in
+    the queue, and the per-dtype/device strings are cached: on a million-node
+    graph these small costs add up to seconds.
+    """
+
     def __init__(self, names_by_tensor: dict[int, list[str]], show_none: bool, saved: bool, edge_metadata: bool):
         self.names_by_tensor = names_by_tensor
         self.show_none = show_none
@@ -212,12 +220,16 @@ class _Builder:
         self.edge_metadata = edge_metadata
         self.graph = nx.MultiDiGraph()
         self.ids: dict[Node, str] = {}
-        self.queue: deque[Node] = deque()
+        self.queue: deque[tuple[str, tuple[tuple[Node | None, int], ...]]] = deque()
+        self.node_count = 0
+        self.edge_count = 0
         self.none_slot_count = 0
         self.input_meta: dict[Node, tuple[dict[str, Any], ...]] = {}
 
     def new_id(self) -> str:
-        return f"n{self.graph.number_of_nodes()}"
+        node_id = f"n{self.node_count}"
+        self.node_count += 1
+        return node_id
 
     def build(self, roots: list[Root]) -> nx.MultiDiGraph:
         graph = self.graph
@@ -226,18 +238,18 @@ class _Builder:
             if root.tensor is not None and not root.is_leaf_tensor:
                 tensor_id = self.new_id()
                 graph.add_node(tensor_id, kind="root", root=root.name, **tensor_meta(root.tensor))
-                node_id = self.discover(root.node)
-                self.add_edge(tensor_id, node_id, 0, root.node, root.input_nr)
+                self.add_edge(tensor_id, self.discover(root.node), 0, root.node, root.input_nr)
                 root_records.append({"name": root.name, "node": tensor_id, "input_nr": root.input_nr})
             else:
                 root_records.append({"name": root.name, "node": self.discover(root.node), "input_nr": root.input_nr})
-        while self.queue:
-            self.expand(self.queue.popleft())
+        queue = self.queue
+        while queue:
+            self.expand(*queue.popleft())
         graph.graph.update(
             torch_version=torch.__version__,
             roots=root_records,
-            num_nodes=graph.number_of_nodes(),
-            num_edges=graph.number_of_edges(),
+            num_nodes=self.node_count,
+            num_edges=self.edge_count,
             num_none_slots=self.none_slot_count,
         )
         return graph
@@ -246,13 +258,13 @@ class _Builder:
         node_id = self.ids.get(node)
         if node_id is None:
             node_id = self.ids[node] = self.new_id()
-            self.graph.add_node(node_id, **self.node_attributes(node))
-            self.queue.append(node)
+            next_functions = node.next_functions
+            self.graph.add_node(node_id, **self.node_attributes(node, next_functions))
+            self.queue.append((node_id, next_functions))
         return node_id
 
-    def node_attributes(self, node: Node) -> dict[str, Any]:
+    def node_attributes(self, node: Node, next_functions: tuple[tuple[Node | None, int], ...]) -> dict[str, Any]:
         op = type(node).__name__
-        next_functions = node.next_functions
         attributes: dict[str, Any] = {
             "kind": "backward",
             "op": op,
@@ -277,17 +289,16 @@ class _Builder:
             attributes["saved"] = summarize_saved(node)
         return attributes
 
-    def expand(self, node: Node) -> None:
-        source = self.ids[node]
-        for index, (child, input_nr) in enumerate(node.next_functions):
-            if child is None:
-                self.none_slot_count += 1
-                if self.show_none:
-                    none_id = self.new_id()
-                    self.graph.add_node(none_id, kind="none")
-                    self.graph.add_edge(source, none_id, key=index, next_index=index, input_nr=input_nr)
+    def expand(self, source: str, next_functions: tuple[tuple[Node | None, int], ...]) -> None:
+        for index, (child, input_nr) in enumerate(next_functions):
+            if child is not None:
+                self.add_edge(source, self.discover(child), index, child, input_nr)
                 continue
-            self.add_edge(source, self.discover(child), index, child, input_nr)
+            self.none_slot_count += 1
+            if self.show_none:
+                self.graph.add_node(none_id := self.new_id(), kind="none")
+                self.graph.add_edge(source, none_id, key=index, next_index=index, input_nr=input_nr)
+                self.edge_count += 1
 
     def add_edge(self, source: str, target: str, index: int, target_node: Node, input_nr: int | None) -> None:
         attributes: dict[str, Any] = {"next_index": index, "input_nr": input_nr}
@@ -298,6 +309,12 @@ class _Builder:
             if input_nr < len(slots):
                 attributes.update(slots[input_nr])
         self.graph.add_edge(source, target, key=index, **attributes)
+        self.edge_count += 1
+
+
+@lru_cache(maxsize=None)
+def _type_name(value: torch.dtype | torch.device) -> str:
+    return str(value).removeprefix("torch.")
 
 
 def _input_meta(node: Node) -> tuple[dict[str, Any], ...]:
@@ -306,6 +323,6 @@ def _input_meta(node: Node) -> tuple[dict[str, Any], ...]:
     except (RuntimeError, AttributeError):  # not every node type exposes it
         return ()
     return tuple(
-        {"shape": list(slot.shape), "dtype": str(slot.dtype).removeprefix("torch."), "device": str(slot.device)}
+        {"shape": list(slot.shape), "dtype": _type_name(slot.dtype), "device": _type_name(slot.device)}
         for slot in slots
     )
