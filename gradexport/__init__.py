@@ -9,14 +9,22 @@ Example:
 """
 
 from .graph import KINDS, SPECIAL_KINDS, to_networkx
+from .simplify import GraphTooLargeError, collapse, fit, hide, only_reaching
+from .modules import capture_modules
 from .roots import Root, RootError, collect_roots
 from .stack import run_with_large_stack
 
 __all__ = [
+    "GraphTooLargeError",
     "KINDS",
     "SPECIAL_KINDS",
     "Root",
     "RootError",
+    "capture_modules",
+    "collapse",
+    "fit",
+    "hide",
+    "only_reaching",
     "collect_roots",
     "run_with_large_stack",
     "to_networkx",

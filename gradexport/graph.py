@@ -16,13 +16,17 @@ so the same program always yields the same ids. Every node has ``kind``:
     creation order), ``num_next`` (``len(node.next_functions)``),
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
     some), ``special`` (only for special nodes, see :data:`SPECIAL_KINDS`),
-    ``saved`` (only with ``saved=True``, see :func:`gradexport.saved.summarize_saved`).
+    ``saved`` (only with ``saved=True``, see :func:`gradexport.saved.summarize_saved`),
+    ``module`` (only when ``module=`` is given and the forward pass ran
+    inside :func:`gradexport.capture_modules`: the qualified name of the
+    innermost module that created the node, ``""`` for the model itself).
 ``"leaf"``
     An ``AccumulateGrad`` node, which writes a leaf's ``.grad``. The backward
     attributes (``sequence_nr`` is -1: torch reports 2**64 - 1) plus the leaf
     variable's ``shape``, ``dtype``, ``device`` and ``names``: every name the
     tensor has in ``params`` or ``module`` (tied weights have several;
-    empty when unnamed).
+    empty when unnamed) and, with ``module=``, ``module``: the qualified
+    name of the module that owns the tensor.
 ``"none"``
     Only with ``show_none=True``: one node per ``(None, 0)`` slot, an input
     of the forward op that needs no gradient.
@@ -57,6 +61,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta
 
@@ -105,7 +110,9 @@ def to_networkx(
             (nested) sequence or mapping of them; mapping keys name the roots.
         params: Names for leaf tensors, as ``model.named_parameters()`` gives.
         module: A module whose parameters (tied ones under all their names)
-            and buffers name the leaves.
+            and buffers name the leaves; with a forward pass captured by
+            :func:`gradexport.capture_modules`, it also names the module of
+            every backward node.
         show_none: Add a ``kind="none"`` node for every ``(None, 0)`` slot.
         saved: Summarise each node's saved tensors and attributes under ``saved``.
         edge_metadata: Put ``shape``/``dtype``/``device`` on edges.
@@ -165,8 +172,16 @@ def trace(
         'n1'
     """
     root_list = collect_roots(roots, caller=caller)
-    names_by_tensor = _leaf_names(params, module)
-    builder = _Builder(names_by_tensor, show_none, saved, edge_metadata)
+    if module is not None and not isinstance(module, torch.nn.Module):
+        raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
+    builder = _Builder(
+        names_by_tensor=_leaf_names(params, module),
+        module_names=qualified_names(module) if module is not None else None,
+        leaf_modules=_leaf_modules(module) if module is not None else {},
+        show_none=show_none,
+        saved=saved,
+        edge_metadata=edge_metadata,
+    )
     with _gc_paused():
         graph = builder.build(root_list)
     return Trace(graph, builder.ids, root_list)
@@ -177,8 +192,6 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[i
     names: dict[int, list[str]] = {}
     pairs: list[tuple[str, torch.Tensor]] = []
     if module is not None:
-        if not isinstance(module, torch.nn.Module):
-            raise TypeError(f"to_networkx: module must be a torch.nn.Module, got {type(module).__name__}")
         pairs += module.named_parameters(remove_duplicate=False)
         pairs += module.named_buffers(remove_duplicate=False)
     if params is not None:
@@ -190,6 +203,13 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[i
         if name not in bucket:
             bucket.append(name)
     return names
+
+
+def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
+    owners: dict[int, str] = {}
+    for name, tensor in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
+        owners.setdefault(id(tensor), name.rpartition(".")[0])
+    return owners
 
 
 @contextmanager
@@ -213,8 +233,19 @@ class _Builder:
     graph these small costs add up to seconds.
     """
 
-    def __init__(self, names_by_tensor: dict[int, list[str]], show_none: bool, saved: bool, edge_metadata: bool):
+    def __init__(
+        self,
+        *,
+        names_by_tensor: dict[int, list[str]],
+        module_names: dict[int, str] | None,
+        leaf_modules: dict[int, str],
+        show_none: bool,
+        saved: bool,
+        edge_metadata: bool,
+    ):
         self.names_by_tensor = names_by_tensor
+        self.module_names = module_names
+        self.leaf_modules = leaf_modules
         self.show_none = show_none
         self.saved = saved
         self.edge_metadata = edge_metadata
@@ -285,6 +316,13 @@ class _Builder:
             attributes["kind"] = "leaf"
             attributes.update(tensor_meta(variable))
             attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
+            owner = self.leaf_modules.get(id(variable))
+            if owner is not None:
+                attributes["module"] = owner
+        elif self.module_names is not None:
+            tagged = module_of(node)
+            if tagged is not None and id(tagged) in self.module_names:
+                attributes["module"] = self.module_names[id(tagged)]
         if self.saved:
             attributes["saved"] = summarize_saved(node)
         return attributes

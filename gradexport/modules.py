@@ -1,0 +1,117 @@
+"""Which ``nn.Module`` created each backward node.
+
+Autograd keeps no record of modules, so attribution must be captured while the
+forward pass runs. :func:`capture_modules` installs global forward hooks; when a
+module's forward returns, every backward node created during that call (its
+``_sequence_nr()`` is at least the counter's value when the call began) and
+reachable from the call's outputs is tagged with the module in the node's
+writable ``metadata`` dict. Inner modules return first, so the innermost module
+wins; modules called several times, nested modules and functional calls inside
+a forward are all covered. :func:`gradexport.to_networkx` then turns the tagged
+module into its qualified name (``encoder.layers.3.self_attn``) when given the
+model as ``module=``, as the node attribute ``module``.
+
+Where attribution is impossible, nodes carry no ``module``: nodes created
+outside every module (a loss computed after the model), nodes created inside a
+module but not on a path to its outputs (a tensor stashed on ``self``), and
+forward passes run before the capture or on another thread. A ``torch.compile``
+region is one opaque node and gets the module that called it.
+
+Example:
+    >>> import torch, gradexport
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> with gradexport.capture_modules():
+    ...     out = model(torch.randn(2, 3))
+    >>> graph = gradexport.to_networkx(out.sum(), module=model)
+    >>> sorted({(data["op"], data["module"]) for _, data in graph.nodes(data=True) if "module" in data})[:3]
+    [('AccumulateGrad', '0'), ('AccumulateGrad', '2'), ('AddmmBackward0', '0')]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+from torch.autograd.graph import Node
+from torch.utils import _pytree as pytree
+from torch.utils.hooks import RemovableHandle
+
+__all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
+
+#: Key in ``Node.metadata`` under which the creating module is kept.
+METADATA_KEY = "gradexport.module"
+
+_ACCUMULATE_GRAD = "AccumulateGrad"
+
+
+def _next_sequence_nr() -> int:
+    # The thread's autograd sequence counter; torch exposes no public getter.
+    return torch._C._autograd._get_sequence_nr()
+
+
+class _CallStack(threading.local):
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+
+
+@contextmanager
+def capture_modules() -> Iterator[None]:
+    """Tag the backward nodes created by every module's forward call inside the block.
+
+    Nesting is allowed; the hooks are removed when the outermost block exits,
+    also on error. Tags live on the nodes, so they last as long as the graph.
+    """
+    calls = _CallStack()
+
+    def before(module: nn.Module, args: Any) -> None:
+        calls.starts.append(_next_sequence_nr())
+
+    def after(module: nn.Module, args: Any, output: Any) -> None:
+        if calls.starts:
+            _tag(output, module, calls.starts.pop())
+
+    handles: list[RemovableHandle] = [
+        nn.modules.module.register_module_forward_pre_hook(before),
+        nn.modules.module.register_module_forward_hook(after, always_call=True),
+    ]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _tag(output: Any, module: nn.Module, start: int) -> None:
+    stack: list[Node] = [
+        leaf.grad_fn for leaf in pytree.tree_leaves(output) if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None
+    ]
+    seen: set[Node] = set(stack)
+    while stack:
+        node = stack.pop()
+        if type(node).__name__ == _ACCUMULATE_GRAD or node._sequence_nr() < start:
+            continue  # a leaf, or created before this call began
+        node.metadata.setdefault(METADATA_KEY, module)
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append(child)
+
+
+def module_of(node: Node) -> nn.Module | None:
+    """The module captured for ``node``, or ``None``."""
+    return node.metadata.get(METADATA_KEY)
+
+
+def qualified_names(model: nn.Module) -> dict[int, str]:
+    """``id(submodule) -> qualified name`` for every submodule of ``model`` (first name of a shared one).
+
+    The top-level model itself is ``""``.
+    """
+    names: dict[int, str] = {}
+    for name, submodule in model.named_modules(remove_duplicate=False):
+        names.setdefault(id(submodule), name)
+    return names

@@ -1,0 +1,278 @@
+"""Make a large graph readable: fold modules, keep what matters, drop the noise.
+
+All functions take a graph from :func:`gradexport.to_networkx` and return a new
+one; the input is never changed. They use only the graph, not torch.
+
+- :func:`collapse` folds every module nested ``depth`` levels or deeper into
+  one node of kind ``"module"`` (the model itself is level 0, ``encoder`` level
+  1, ``encoder.layers.3`` level 3), using the node attribute ``module`` that
+  :func:`gradexport.capture_modules` makes possible.
+- :func:`only_reaching` keeps the part of the graph that carries gradient to
+  given parameters.
+- :func:`hide` removes AccumulateGrad leaves or contracts chosen ops (views,
+  reshapes) while keeping every path between the remaining nodes.
+- :func:`fit` picks the deepest collapse that fits a node and edge budget, or
+  says what to do.
+
+Edges that stand for several original edges carry ``count``; every edge of a
+graph made here carries it (1 for an untouched edge) so a writer can show it.
+
+Example:
+    >>> import torch, gradexport
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    >>> with gradexport.capture_modules():
+    ...     loss = model(torch.randn(2, 3)).sum()
+    >>> graph = gradexport.to_networkx(loss, module=model)
+    >>> folded = collapse(graph, depth=1)
+    >>> sorted(data["module"] for _, data in folded.nodes(data=True) if data["kind"] == "module")
+    ['0', '1', '2']
+    >>> collapse(graph, depth=0).number_of_nodes()  # the root tensor, SumBackward0, the model
+    3
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Iterable
+from typing import Any
+
+import networkx as nx
+
+__all__ = ["VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
+
+#: Backward ops of views and reshapes: pure plumbing that :func:`hide` can contract.
+VIEW_OPS = frozenset(
+    {
+        "AliasBackward0",
+        "AsStridedBackward0",
+        "ExpandBackward0",
+        "PermuteBackward0",
+        "ReshapeAliasBackward0",
+        "SelectBackward0",
+        "SliceBackward0",
+        "SqueezeBackward0",
+        "SqueezeBackward1",
+        "SqueezeBackward2",
+        "TBackward0",
+        "TransposeBackward0",
+        "UnsafeViewBackward0",
+        "UnsqueezeBackward0",
+        "ViewBackward0",
+    }
+)
+
+_EDGE_META = ("shape", "dtype", "device")
+
+
+class GraphTooLargeError(ValueError):
+    """No collapse depth brings the graph within the budget."""
+
+
+def module_depth(graph: nx.MultiDiGraph) -> int:
+    """The deepest module level any node of ``graph`` belongs to (0 when none has a module)."""
+    return max((_level(path) for _, path in graph.nodes(data="module") if path is not None), default=0)
+
+
+def _level(path: str) -> int:
+    return 0 if path == "" else path.count(".") + 1
+
+
+def collapse(graph: nx.MultiDiGraph, depth: int) -> nx.MultiDiGraph:
+    """Fold every node whose module is at level ``depth`` or deeper into its level-``depth`` ancestor.
+
+    The folded node has id ``"module:<path>"`` and attributes ``kind="module"``,
+    ``module``, ``num_nodes`` and ``num_edges`` (what it hides), ``ops`` (op name
+    -> count) and ``names`` (the parameters inside). Nodes without ``module``
+    (roots, unnamed inputs, the loss computed outside the model) stay. Edges
+    between two kept nodes keep their key; edges leaving a module node are
+    keyed 0, 1, ... and keep ``next_index`` and ``input_nr``; edges with the
+    same ends and indices merge and add up their ``count``.
+    """
+    if depth < 0:
+        raise ValueError(f"collapse: depth must be >= 0, got {depth}")
+
+    def group_of(node: Hashable, data: dict[str, Any]) -> Hashable | None:
+        path = data.get("module")
+        if path is None or _level(path) < depth:
+            return None
+        return "module:" + ".".join(path.split(".")[:depth]) if depth else "module:"
+
+    return _regroup(graph, group_of, collapsed_depth=depth)
+
+
+def _regroup(
+    graph: nx.MultiDiGraph,
+    group_of: Callable[[Hashable, dict[str, Any]], Hashable | None],
+    **graph_attributes: Any,
+) -> nx.MultiDiGraph:
+    result = nx.MultiDiGraph()
+    target_of: dict[Hashable, Hashable] = {}
+    groups: dict[Hashable, dict[str, Any]] = {}
+    for node, data in graph.nodes(data=True):
+        group = group_of(node, data)
+        if group is None:
+            target_of[node] = node
+            result.add_node(node, **data)
+            continue
+        target_of[node] = group
+        summary = groups.get(group)
+        if summary is None:
+            path = str(group).removeprefix("module:")
+            summary = groups[group] = {"kind": "module", "module": path, "num_nodes": 0, "num_edges": 0, "ops": Counter(), "names": []}
+            result.add_node(group, **summary)
+        summary["num_nodes"] += 1
+        summary["ops"][data.get("op", data["kind"])] += 1
+        summary["names"].extend(data.get("names", ()))
+    for group, summary in groups.items():
+        result.nodes[group].update(summary, ops=dict(sorted(summary["ops"].items())))
+    _merge_edges(graph, result, target_of, groups)
+    result.graph.update(graph.graph, **graph_attributes)
+    _retarget_roots(result, target_of)
+    return result
+
+
+def _merge_edges(
+    graph: nx.MultiDiGraph, result: nx.MultiDiGraph, target_of: dict[Hashable, Hashable], groups: dict[Hashable, dict[str, Any]]
+) -> None:
+    merged: dict[tuple[Hashable, Hashable, int, Any], dict[str, Any]] = {}
+    for source, target, key, data in graph.edges(keys=True, data=True):
+        new_source, new_target = target_of[source], target_of[target]
+        if new_source == new_target and new_source in groups:
+            result.nodes[new_source]["num_edges"] += data.get("count", 1)
+            continue
+        signature = (new_source, new_target, data.get("next_index", key), data.get("input_nr"))
+        existing = merged.get(signature)
+        if existing is None:
+            merged[signature] = {**data, "count": data.get("count", 1), "_key": key if new_source not in groups else None}
+        else:
+            existing["count"] += data.get("count", 1)
+            for name in _EDGE_META:
+                if existing.get(name) != data.get(name):
+                    existing.pop(name, None)
+    next_key: Counter[tuple[Hashable, Hashable]] = Counter()
+    for (source, target, _, _), data in merged.items():
+        key = data.pop("_key")
+        if key is None or result.has_edge(source, target, key):
+            key = next_key[source, target]
+            while result.has_edge(source, target, key):
+                key += 1
+        next_key[source, target] = key + 1
+        result.add_edge(source, target, key=key, **data)
+
+
+def _retarget_roots(result: nx.MultiDiGraph, target_of: dict[Hashable, Hashable]) -> None:
+    roots = result.graph.get("roots", [])
+    result.graph["roots"] = [{**root, "node": target_of[root["node"]]} for root in roots if root["node"] in target_of]
+    result.graph["num_nodes"] = result.number_of_nodes()
+    result.graph["num_edges"] = result.number_of_edges()
+
+
+def only_reaching(graph: nx.MultiDiGraph, targets: Iterable[str]) -> nx.MultiDiGraph:
+    """Keep the nodes on some path from a root to one of ``targets``.
+
+    ``targets`` are parameter names (a leaf's ``names``) or node ids.
+
+    Raises:
+        KeyError: when a target names no node, listing the known names.
+    """
+    wanted = list(targets)
+    by_name = {name: node for node, names in graph.nodes(data="names") if names for name in names}
+    missing = [target for target in wanted if target not in by_name and target not in graph]
+    if missing:
+        raise KeyError(f"only_reaching: no node or parameter named {missing}; parameters are {sorted(by_name)}")
+    ends = {by_name.get(target, target) for target in wanted}
+    keep = set(ends)
+    for end in ends:
+        keep |= nx.ancestors(graph, end)
+    result = graph.subgraph(keep).copy()
+    for _, _, data in result.edges(data=True):
+        data.setdefault("count", 1)
+    _retarget_roots(result, {node: node for node in keep})
+    return result
+
+
+def hide(graph: nx.MultiDiGraph, *, leaves: bool = False, ops: Collection[str] = ()) -> nx.MultiDiGraph:
+    """Remove AccumulateGrad leaves (``leaves=True``) and contract nodes whose ``op`` is in ``ops``.
+
+    A contracted node's in-edges are joined to its out-edges: the new edge
+    keeps the in-edge's ``next_index`` (which output of the predecessor) and
+    the out-edge's ``input_nr`` (which slot of the successor), lists the hidden
+    ops in ``via`` and multiplies the counts. Leaves are dropped with their
+    in-edges; their parents record how many under ``hidden_leaves``.
+
+    Example:
+        >>> import torch, gradexport
+        >>> w = torch.randn(3, 2, requires_grad=True)
+        >>> graph = gradexport.to_networkx((torch.ones(4, 3) @ w.t().t()).sum())
+        >>> [data["op"] for _, data in hide(graph, ops=VIEW_OPS, leaves=True).nodes(data=True) if "op" in data]
+        ['SumBackward0', 'MmBackward0']
+    """
+    result = graph.copy()
+    for _, _, data in result.edges(data=True):
+        data.setdefault("count", 1)
+    for node in [node for node, data in graph.nodes(data=True) if data.get("op") in ops and data["kind"] != "leaf"]:
+        _contract(result, node)
+    if leaves:
+        for node in [node for node, kind in graph.nodes(data="kind") if kind == "leaf"]:
+            if node in result:
+                for parent in set(result.predecessors(node)):
+                    result.nodes[parent]["hidden_leaves"] = result.nodes[parent].get("hidden_leaves", 0) + 1
+                result.remove_node(node)
+    _retarget_roots(result, {node: node for node in result})
+    return result
+
+
+def _contract(graph: nx.MultiDiGraph, node: Hashable) -> None:
+    op = graph.nodes[node]["op"]
+    incoming = list(graph.in_edges(node, keys=True, data=True))
+    outgoing = list(graph.out_edges(node, keys=True, data=True))
+    graph.remove_node(node)
+    for source, _, in_key, in_data in incoming:
+        for _, target, _, out_data in outgoing:
+            data = {
+                **out_data,
+                "next_index": in_data.get("next_index", in_key),
+                "input_nr": out_data.get("input_nr"),
+                "count": in_data["count"] * out_data["count"],
+                "via": [*in_data.get("via", []), op, *out_data.get("via", [])],
+            }
+            key = in_key
+            while graph.has_edge(source, target, key):
+                key += 1
+            graph.add_edge(source, target, key=key, **data)
+
+
+def fit(graph: nx.MultiDiGraph, *, max_nodes: int | None = None, max_edges: int | None = 500) -> nx.MultiDiGraph:
+    """Return ``graph`` if it is within budget, else the deepest :func:`collapse` that is.
+
+    The default edge budget is mermaid.js's own limit (500 edges).
+
+    Raises:
+        GraphTooLargeError: when even ``depth=0`` is over budget, or the graph
+            has no module information to collapse by; the message says what to do.
+    """
+
+    def within(candidate: nx.MultiDiGraph) -> bool:
+        return (max_nodes is None or candidate.number_of_nodes() <= max_nodes) and (
+            max_edges is None or candidate.number_of_edges() <= max_edges
+        )
+
+    if within(graph):
+        return graph
+    has_modules = any(path is not None for _, path in graph.nodes(data="module"))
+    if has_modules:
+        for depth in range(module_depth(graph), -1, -1):
+            candidate = collapse(graph, depth)
+            if within(candidate):
+                return candidate
+    budget = ", ".join(f"{label} {value}" for label, value in (("nodes", max_nodes), ("edges", max_edges)) if value is not None)
+    advice = (
+        "even the model folded into one node is over budget: use only_reaching() or hide() first"
+        if has_modules
+        else "run the forward pass inside gradexport.capture_modules() and pass module=model so it can be collapsed, "
+        "or use only_reaching()/hide()"
+    )
+    raise GraphTooLargeError(
+        f"graph has {graph.number_of_nodes()} nodes and {graph.number_of_edges()} edges, over the budget "
+        f"({budget}); {advice}, or export SVG, which has no such limit"
+    )
