@@ -11,6 +11,8 @@ Example:
 from .graph import KINDS, SPECIAL_KINDS, to_networkx
 from .simplify import GraphTooLargeError, collapse, fit, hide, only_reaching
 from .modules import capture_modules
+from .flow import record_gradients
+from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
 from .roots import Root, RootError, collect_roots
 from .stack import run_with_large_stack
 
@@ -20,11 +22,17 @@ __all__ = [
     "SPECIAL_KINDS",
     "Root",
     "RootError",
+    "Replay",
+    "ReplayError",
+    "ReplayStart",
+    "ReplayStep",
     "capture_modules",
     "collapse",
     "fit",
     "hide",
     "only_reaching",
+    "record_gradients",
+    "replay",
     "collect_roots",
     "run_with_large_stack",
     "to_networkx",
