@@ -15,6 +15,9 @@ from .flow import record_gradients
 from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
 from .roots import Root, RootError, collect_roots
 from .stack import run_with_large_stack
+from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
+from .formats import DiagramOptions, GraphvizNotFoundError, MermaidSizeWarning, OutputError, RenderError, from_json
+from .notebook import GraphView, show
 
 __all__ = [
     "GraphTooLargeError",
@@ -36,4 +39,18 @@ __all__ = [
     "collect_roots",
     "run_with_large_stack",
     "to_networkx",
+    "DiagramOptions",
+    "GraphView",
+    "GraphvizNotFoundError",
+    "MermaidSizeWarning",
+    "OutputError",
+    "RenderError",
+    "from_json",
+    "show",
+    "to_dot",
+    "to_json",
+    "to_mermaid",
+    "to_pydot",
+    "to_svg",
+    "write",
 ]

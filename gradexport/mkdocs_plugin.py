@@ -37,10 +37,16 @@ Options (each optional):
 ``graph``
     A Python expression, evaluated after the block ran, giving the roots
     (anything :func:`gradexport.to_networkx` takes, or a graph it built).
+Diagram options
+    Any option of the writers (:class:`gradexport.formats.DiagramOptions`:
+    ``direction``, ``show_none``, ``show_saved``, ``edge_shapes``,
+    ``grad_norms``), e.g. ``direction="LR" edge_shapes="true"``; ``true``,
+    ``false`` and ``none`` are read as Python's ``True``, ``False``, ``None``.
 
 A failing block stops the build with a :class:`mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
-those of the Markdown file. Examples run inside
+those of the Markdown file. A warning raised while a block runs is logged as a
+MkDocs warning, so ``mkdocs build --strict`` stops on it too. Examples run inside
 :func:`gradexport.run_with_large_stack`, so deep graphs are safe to build and
 free. Results are cached in memory per page, keyed by the page's blocks, the
 gradexport version and the library's source files: ``mkdocs serve`` re-runs a
@@ -73,6 +79,7 @@ import shlex
 import sys
 import traceback
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -97,6 +104,7 @@ MERMAID_SITE_PATH = "js/mermaid.min.js"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>.*)$")
 _PACKAGE_DIR = Path(__file__).resolve().parent
+_LITERALS = {"true": True, "false": False, "none": None}
 
 
 class GradexportPluginConfig(Config):
@@ -113,6 +121,8 @@ class BlockOptions:
     show: frozenset[str]
     formats: tuple[str, ...]
     graph: str | None
+    #: Keyword arguments for the writers, as ``(name, value)`` pairs.
+    diagram: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,29 +160,35 @@ def parse_options(info: str, default_formats: tuple[str, ...], where: str) -> Bl
     """Parse the ``key="value"`` pairs after ``gradexport`` on a fence line.
 
     Example:
-        >>> parse_options('formats="svg" graph="loss"', ("mermaid",), "page.md:1")
-        BlockOptions(show=frozenset({'code', 'output', 'diagram'}), formats=('svg',), graph='loss')
+        >>> options = parse_options('formats="svg" graph="loss" direction="LR"', ("mermaid",), "page.md:1")
+        >>> sorted(options.show), options.formats, options.graph, options.diagram
+        (['code', 'diagram', 'output'], ('svg',), 'loss', (('direction', 'LR'),))
     """
+    diagram_options = importlib.import_module("gradexport.formats").DiagramOptions.names()
     try:
         words = shlex.split(info)
     except ValueError as error:
         raise PluginError(f"{where}: cannot read the options {info!r}: {error}") from None
     values: dict[str, str] = {}
+    diagram: list[tuple[str, Any]] = []
     for word in words:
         key, equals, value = word.partition("=")
-        if not equals or key not in ("show", "formats", "graph"):
+        if equals and key in diagram_options:
+            diagram.append((key, _LITERALS.get(value.lower(), value)))
+        elif equals and key in ("show", "formats", "graph"):
+            values[key] = value
+        else:
             raise PluginError(
-                f"{where}: unknown option {word!r} on a gradexport block; "
-                'use show="code output diagram", formats="mermaid svg" or graph="EXPRESSION"'
+                f"{where}: unknown option {word!r} on a gradexport block; use show=\"code output diagram\", "
+                f'formats="mermaid svg", graph="EXPRESSION" or a diagram option ({", ".join(diagram_options)})'
             )
-        values[key] = value
     show = frozenset(values["show"].split()) if "show" in values else frozenset(PARTS)
     formats = tuple(values["formats"].split()) if "formats" in values else default_formats
     if not show <= set(PARTS):
         raise PluginError(f"{where}: show={values['show']!r}: each part must be one of {', '.join(PARTS)}")
     _check_formats(formats, where)
     graph = values.get("graph") or None
-    return BlockOptions(show=show, formats=formats, graph=graph)
+    return BlockOptions(show=show, formats=formats, graph=graph, diagram=tuple(diagram))
 
 
 def _check_formats(formats: tuple[str, ...] | list[str], where: str) -> None:
@@ -231,26 +247,32 @@ def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResul
     for block in blocks:
         output = io.StringIO()
         try:
-            with contextlib.redirect_stdout(output):
+            with contextlib.redirect_stdout(output), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
                 value = _execute(block, path, namespace)
                 if block.options.graph is not None:
                     value = eval(compile(block.options.graph, "<graph option>", "eval"), namespace)
             diagrams = {}
             if "diagram" in block.options.show and value is not None:
-                diagrams = {name: _render(name, value) for name in block.options.formats}
-        except Exception as error:
+                diagrams = {name: _render(name, value, dict(block.options.diagram)) for name in block.options.formats}
+        except (Exception, SystemExit) as error:  # sys.exit() in an example is a failure too, not the build's exit
             raise ExampleError(
-                f"{shown_as}:{block.line}: the gradexport example starting on this line failed:\n"
+                f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
                 + _format_traceback(error, path)
             ) from None
+        for warning in caught:
+            # A MkDocs warning, so that `mkdocs build --strict` stops on an example that warns.
+            log.warning(f"{shown_as}:{block.start + 1}: the gradexport block on this line warned: "
+                        f"{warning.category.__name__}: {warning.message}")
         results.append(BlockResult(output.getvalue(), diagrams))
     return results
 
 
 def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
     """Run a block; return the value of its last line if that is an expression."""
-    tree = ast.parse(block.code, filename=path)
-    ast.increment_lineno(tree, block.line - 1)  # tracebacks then point at the Markdown file's lines
+    # Padding the code to its place in the Markdown file makes every line number
+    # (in tracebacks and syntax errors) a line of that file.
+    tree = ast.parse("\n" * (block.line - 1) + block.code, filename=path)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     exec(compile(tree, path, "exec"), namespace)
     if last is None:
@@ -265,11 +287,11 @@ def _format_traceback(error: BaseException, path: str) -> str:
     return "".join(traceback.format_exception(type(error), error, tb))
 
 
-def _render(name: str, value: Any) -> str:
+def _render(name: str, value: Any, options: dict[str, Any]) -> str:
     gradexport = importlib.import_module("gradexport")
     if name == "mermaid":
-        return gradexport.to_mermaid(value)
-    svg = gradexport.to_svg(value)
+        return gradexport.to_mermaid(value, **options)
+    svg = gradexport.to_svg(value, **options)
     return svg[svg.index("<svg") :]  # inline: drop the XML prolog and DOCTYPE
 
 

@@ -1,0 +1,32 @@
+"""The two examples of the blog post "Understanding pytorch's autograd with grad_fn and next_functions".
+
+Each function returns ``(roots, names)``: the tensors backward starts from,
+and a mapping that names the leaf tensors. That is the shape the command line
+reads (see ``gradexport --help``)::
+
+    python -m gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
+    python -m gradexport examples/blog.py:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def multiply_then_sum() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``l = (x * y).sum()``: SumBackward0 -> MulBackward0 -> one AccumulateGrad per leaf."""
+    torch.manual_seed(6)
+    x = torch.randn(4, 4, requires_grad=True)
+    y = torch.randn(4, 4, requires_grad=True)
+    z = x * y
+    l = z.sum()  # noqa: E741 (the blog's name)
+    return {"l": l}, {"x": x, "y": y}
+
+
+def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``l = x1 + x2`` with ``x1, x2 = x.unbind()``: two edges, 0→0 and 1→1, into one UnbindBackward0."""
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    x1, x2 = x.unbind()
+    l = x1 + x2  # noqa: E741
+    return {"l": l}, {"x": x}

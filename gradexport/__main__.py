@@ -1,0 +1,5 @@
+"""``python -m gradexport``: the command line of :mod:`gradexport.cli`."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""From roots or a graph to diagram text and files, in one call.
+
+Every function takes either roots (what :func:`gradexport.to_networkx` takes:
+a tensor, a ``grad_fn``, a tuple, list or dict of them) or a graph it built,
+plus keyword options:
+
+- Diagram options (:class:`gradexport.formats.labels.DiagramOptions`):
+  ``direction`` (``"TB"`` default: loss at the top, leaves at the bottom;
+  ``"BT"``, ``"LR"``, ``"RL"``), ``show_none``, ``show_saved``,
+  ``edge_shapes``, ``grad_norms``.
+- When roots are given: ``params`` (names for leaves, as
+  ``model.named_parameters()`` gives) and ``module`` (a module whose
+  parameters and buffers name the leaves); ``show_none=True`` and
+  ``show_saved=True`` also make the graph record None slots and saved values.
+
+JSON holds the graph itself, so only the options that shape the graph apply to it.
+
+Example:
+    >>> import torch, gradexport
+    >>> torch.manual_seed(6)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> x = torch.randn(2, requires_grad=True)
+    >>> x1, x2 = x.unbind()
+    >>> dot = gradexport.to_dot(x1 + x2, params={"x": x})
+    >>> [line.strip() for line in dot.splitlines() if "->" in line]
+    ['"n0" -> "n1" [label="0→0"];', '"n1" -> "n2" [label="0→0"];', '"n1" -> "n2" [label="1→1"];', '"n2" -> "n3" [label="0→0"];']
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Union
+
+import networkx as nx
+
+from .formats import dot, json, mermaid, svg
+from .formats.files import StagedFiles
+from .formats.labels import DiagramOptions
+from .graph import trace
+from .roots import Roots
+
+if TYPE_CHECKING:
+    import pydot
+    from tqdm import tqdm
+
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
+
+#: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
+GraphOrRoots = Union[nx.MultiDiGraph, Roots]
+
+#: Each format :func:`write` knows, with its file extension.
+FORMATS: dict[str, str] = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "json": ".json"}
+#: The formats :func:`write` writes unless told otherwise.
+DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")
+
+_MODEL_OPTIONS = ("params", "module")
+
+
+def as_graph(
+    graph_or_roots: GraphOrRoots, *, caller: str = "as_graph", edge_metadata: bool = False, **options: Any
+) -> tuple[nx.MultiDiGraph, DiagramOptions]:
+    """Split ``options`` into diagram and model options, and trace roots into a graph.
+
+    A graph is returned as it is; roots are traced with ``params``,
+    ``module``, ``show_none`` and ``show_saved`` (as ``saved``), and with
+    the shape of every edge when ``edge_metadata`` or ``edge_shapes`` asks
+    for it (it costs a lookup per edge).
+
+    Raises:
+        TypeError: for an unknown option, ``params``/``module`` with a graph,
+            or a graph that is not a ``MultiDiGraph``.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> graph, options = as_graph(x * 2, params={"x": x}, direction="LR")
+        >>> graph.number_of_nodes(), options.direction
+        (3, 'LR')
+    """
+    known = DiagramOptions.names() + _MODEL_OPTIONS
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"gradexport.{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    diagram = DiagramOptions(**{name: options[name] for name in DiagramOptions.names() if name in options})
+    model = {name: options[name] for name in _MODEL_OPTIONS if name in options}
+    if isinstance(graph_or_roots, nx.Graph):
+        if not isinstance(graph_or_roots, nx.MultiDiGraph):
+            raise TypeError(
+                f"gradexport.{caller}() needs a networkx.MultiDiGraph (from gradexport.to_networkx), "
+                f"got a {type(graph_or_roots).__name__}, which cannot hold the parallel edges of a + a"
+            )
+        if model:
+            raise TypeError(
+                f"gradexport.{caller}(): {' and '.join(model)} name leaves while tracing roots; "
+                "this is a graph already, built with its names"
+            )
+        return graph_or_roots, diagram
+    graph = trace(
+        graph_or_roots,
+        show_none=bool(diagram.show_none),
+        saved=bool(diagram.show_saved),
+        edge_metadata=edge_metadata or diagram.edge_shapes,
+        caller=f"gradexport.{caller}",
+        **model,
+    ).graph
+    return graph, diagram
+
+
+def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+    """Graphviz DOT text (see :mod:`gradexport.formats.dot` for the legend)."""
+    graph, diagram = as_graph(graph_or_roots, caller="to_dot", **options)
+    return dot.to_dot(graph, diagram)
+
+
+def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
+    """The DOT of :func:`to_dot` as a :class:`pydot.Dot` (parsing costs time on large graphs)."""
+    graph, diagram = as_graph(graph_or_roots, caller="to_pydot", **options)
+    return dot.to_pydot(graph, diagram)
+
+
+def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+    """Mermaid flowchart text; warns with :class:`gradexport.MermaidSizeWarning` above mermaid.js's limits."""
+    graph, diagram = as_graph(graph_or_roots, caller="to_mermaid", **options)
+    return mermaid.to_mermaid(graph, diagram)
+
+
+def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
+    """SVG text rendered by Graphviz; ``prog`` picks the program (see :mod:`gradexport.formats.svg`)."""
+    graph, diagram = as_graph(graph_or_roots, caller="to_svg", **options)
+    return svg.to_svg(graph, diagram, prog)
+
+
+def to_json(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+    """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph."""
+    graph, _ = as_graph(graph_or_roots, caller="to_json", edge_metadata=True, **options)
+    return json.to_json(graph)
+
+
+def write(
+    graph_or_roots: GraphOrRoots,
+    folder: str | os.PathLike[str],
+    formats: Iterable[str] | str = DEFAULT_FORMATS,
+    *,
+    stem: str = "graph",
+    prog: str | os.PathLike[str] | None = None,
+    progress: bool | tqdm = False,
+    **options: Any,
+) -> dict[str, Path]:
+    """Write one file per format into ``folder`` (created as needed), named ``stem`` plus the extension.
+
+    Extensions are in :data:`FORMATS` (``.dot``, ``.svg``, ``.mmd``, ``.json``).
+    The files appear only once all of them were written: if one fails (say,
+    no Graphviz for the SVG), none changes and no temporary file remains.
+
+    Args:
+        graph_or_roots: A graph from :func:`gradexport.to_networkx`, or roots.
+        folder: Where to write.
+        formats: Names from :data:`FORMATS`, or one comma-separated string.
+        stem: The file name without extension.
+        prog: Graphviz program for SVG (see :mod:`gradexport.formats.svg`).
+        progress: Show a progress bar on stderr (``True``), or advance this
+            tqdm bar by one step per file.
+        **options: Diagram and model options (see the module docstring).
+
+    Returns:
+        The path written for each format, in the order given.
+
+    Raises:
+        ValueError: an unknown format or a stem that is not a plain file name.
+        OutputError: a folder or file cannot be written.
+        GraphvizNotFoundError, RenderError: SVG could not be rendered.
+
+    Example:
+        >>> import tempfile, torch, gradexport
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> paths = gradexport.write((x * x).sum(), tempfile.mkdtemp(), "dot,json", params={"x": x})
+        >>> sorted((name, path.name) for name, path in paths.items())
+        [('dot', 'graph.dot'), ('json', 'graph.json')]
+    """
+    names = parse_formats(formats)
+    if not stem or stem in (".", "..") or any(separator in stem for separator in ("/", "\\", "\0")):
+        raise ValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
+    graph, diagram = as_graph(graph_or_roots, caller="write", edge_metadata="json" in names, **options)
+    paths = {name: Path(folder) / f"{stem}{FORMATS[name]}" for name in names}
+    writers: dict[str, Callable[[IO[str]], None]] = {
+        "dot": lambda file: dot.write_dot(graph, file, diagram),
+        "svg": lambda file: svg.write_svg(graph, file, diagram, prog),
+        "mermaid": lambda file: mermaid.write_mermaid(graph, file, diagram),
+        "json": lambda file: json.write_json(graph, file),
+    }
+    with _progress_bar(progress, len(names)) as bar, StagedFiles() as staged:
+        for name in names:
+            bar.set_description(f"gradexport: writing {paths[name].name}")
+            writers[name](staged.open(paths[name]))
+            bar.update()
+    return paths
+
+
+def parse_formats(formats: Iterable[str] | str) -> list[str]:
+    """Format names in order without repeats, from names or a comma-separated string.
+
+    Example:
+        >>> parse_formats("svg, dot,svg")
+        ['svg', 'dot']
+    """
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    names = list(dict.fromkeys(str(item).strip().lower() for item in items if str(item).strip()))
+    unknown = [name for name in names if name not in FORMATS]
+    if unknown or not names:
+        raise ValueError(f"unknown format(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FORMATS)}")
+    return names
+
+
+@contextmanager
+def _progress_bar(progress: bool | tqdm, total: int) -> Iterator[tqdm]:
+    from tqdm import tqdm
+
+    if isinstance(progress, tqdm):
+        yield progress
+        return
+    # delay: nothing appears for graphs written in under half a second.
+    with tqdm(total=total, unit="file", file=sys.stderr, delay=0.5, leave=False, disable=not progress) as bar:
+        yield bar

@@ -1,0 +1,158 @@
+"""Mermaid flowchart text for an autograd graph, for mermaid.js 11 as it ships.
+
+It shows what the DOT writer shows (see the legend in
+:mod:`gradexport.formats.dot`): nodes styled by kind with ``classDef``,
+edges labelled ``i→k`` (position ``i`` in the parent's ``next_functions``,
+input slot ``k`` of the child).
+
+Safety: ids are ``n0``, ``n1``... (see :func:`gradexport.formats.labels.element_id`),
+never names, so no name can be read as a keyword such as ``end``. Every label
+is quoted, edge labels too (an unquoted ``|next[0]|`` does not parse), and any
+character that Mermaid or HTML could read as syntax (quotes, ``#``, ``<``,
+``&``, ``:``, brackets, pipes...) is written as a Mermaid entity code such as
+``#35;``, which mermaid.js turns back into the character, so a name shows
+literally. Line breaks inside a label are ``<br>``.
+
+Mermaid refuses diagrams over 50,000 characters or 500 edges by default
+(``maxTextSize``, ``maxEdges``; a page cannot raise them from the diagram).
+Above those, the writer still writes the text and warns with
+:class:`MermaidSizeWarning`.
+
+Example:
+    >>> import networkx as nx
+    >>> g = nx.MultiDiGraph()
+    >>> g.add_node("n0", kind="backward", op="AddBackward0")
+    >>> g.add_node("n1", kind="leaf", op="AccumulateGrad", names=['a<b>"'], shape=[2], dtype="float32", device="cpu")
+    >>> _ = g.add_edge("n0", "n1", key=0, next_index=0, input_nr=0)
+    >>> _ = g.add_edge("n0", "n1", key=1, next_index=1, input_nr=0)
+    >>> print(to_mermaid(g))  # doctest: +ELLIPSIS
+    flowchart TB
+      classDef root ...
+      ...
+      n0("AddBackward0"):::backward
+      n1["a#60;b#62;#34;<br>(2,)"]:::leaf
+      n0 -->|"0→0"| n1
+      n0 -->|"1→0"| n1
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+import warnings
+from collections.abc import Iterable, Iterator
+from typing import IO
+
+import networkx as nx
+
+from .files import atomic_open
+from .labels import NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes
+
+__all__ = ["MAX_EDGES", "MAX_TEXT_SIZE", "MermaidSizeWarning", "generate_mermaid", "to_mermaid", "write_mermaid"]
+
+#: mermaid.js's default ``maxTextSize``: longer diagrams are refused.
+MAX_TEXT_SIZE = 50_000
+#: mermaid.js's default ``maxEdges``: diagrams with more edges are refused.
+MAX_EDGES = 500
+
+
+class MermaidSizeWarning(UserWarning):
+    """The diagram is larger than mermaid.js renders with its default limits."""
+
+
+_SHAPES = {
+    "stadium": ('(["', '"])'),
+    "rounded": ('("', '")'),
+    "box": ('["', '"]'),
+    "hexagon": ('{{"', '"}}'),
+    "note": ('["', '"]'),
+}
+
+# Kept as they are: ASCII letters, digits and punctuation that is inert inside
+# a quoted Mermaid string and in HTML. Everything else ASCII becomes an entity.
+_SAFE_ASCII = re.compile(r"[A-Za-z0-9 _.,()+=*/\-]*")
+# mermaid.js encodes entities with these characters as placeholders
+# ("ﬂ°°35¶ß") and decodes every occurrence back, so they must be encoded too.
+_PLACEHOLDER_CHARS = frozenset("ﬂ°¶ß")
+
+
+def _keep(char: str) -> bool:
+    if char.isascii():
+        return _SAFE_ASCII.fullmatch(char) is not None
+    return char not in _PLACEHOLDER_CHARS and unicodedata.category(char)[0] not in "CZ"
+
+
+def label_text(text: str) -> str:
+    """``text`` for a quoted Mermaid label, each special character as an entity code.
+
+    Example:
+        >>> label_text('end "x" #1 <b>')
+        'end #34;x#34; #35;1 #60;b#62;'
+    """
+    if _SAFE_ASCII.fullmatch(text):
+        return text
+    return "".join(char if _keep(char) else f"#{ord(char)};" for char in text)
+
+
+def _label(lines: Iterable[str]) -> str:
+    return "<br>".join(label_text(line) for line in lines)
+
+
+def _class_definition(name: str) -> str:
+    style = NODE_STYLES[name]
+    dash = ",stroke-dasharray:4 3" if style.dashed else ""
+    return f"  classDef {name} fill:{style.fill},stroke:{style.stroke},color:{style.text}{dash}"
+
+
+def generate_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> Iterator[str]:
+    """Yield the Mermaid text of ``graph`` line by line (without newlines).
+
+    Warns with :class:`MermaidSizeWarning` once the text is complete when it
+    is over :data:`MAX_TEXT_SIZE` characters or :data:`MAX_EDGES` edges.
+    """
+    options = options or DiagramOptions()
+    size = edges = 0
+
+    def counted(line: str) -> str:
+        nonlocal size
+        size += len(line.encode("utf-16-le")) // 2 + 1  # mermaid.js counts UTF-16 code units
+        return line
+
+    yield counted(f"flowchart {options.direction}")
+    for name in NODE_STYLES:
+        yield counted(_class_definition(name))
+    for node in diagram_nodes(graph, options):
+        opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
+        yield counted(f"  {node.id}{opening}{_label(node.lines)}{closing}:::{node.style}")
+    for edge in diagram_edges(graph, options):
+        yield counted(f'  {edge.source} -->|"{_label(edge.lines)}"| {edge.target}')
+        if edge.color is not None:
+            yield counted(f"  linkStyle {edges} stroke:{edge.color},stroke-width:{edge.width:g}px,color:{edge.color}")
+        edges += 1
+    if size > MAX_TEXT_SIZE or edges > MAX_EDGES:
+        warnings.warn(
+            MermaidSizeWarning(
+                f"this Mermaid diagram has {size:,} characters and {edges:,} edges; mermaid.js refuses more than "
+                f"{MAX_TEXT_SIZE:,} characters or {MAX_EDGES:,} edges by default and a page cannot raise those "
+                "limits from the diagram. Use the SVG (gradexport.to_svg, or --format svg), or draw a smaller "
+                "part of the graph (fewer roots, or collapse modules)."
+            ),
+            stacklevel=2,
+        )
+
+
+def to_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> str:
+    """The Mermaid text of ``graph``, ending with a newline (see :func:`generate_mermaid`)."""
+    return "".join(line + "\n" for line in generate_mermaid(graph, options))
+
+
+def write_mermaid(
+    graph: nx.MultiDiGraph, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None
+) -> None:
+    """Write the Mermaid text of ``graph`` to an open text file, or atomically to a path."""
+    if hasattr(path, "write"):
+        path.writelines(line + "\n" for line in generate_mermaid(graph, options))
+        return
+    with atomic_open(path) as file:
+        file.writelines(line + "\n" for line in generate_mermaid(graph, options))

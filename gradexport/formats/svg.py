@@ -1,0 +1,117 @@
+"""SVG for an autograd graph, laid out and drawn by Graphviz.
+
+The program that renders it is, in order: the ``prog`` argument, the
+``GRADEXPORT_DOT`` environment variable (a program name or path), the system
+``dot`` (``apt-get install graphviz``), then ``graphviz-pure`` (a static
+Graphviz port from PyPI: ``pip install gradexport[svg]``). Where none exists,
+:class:`GraphvizNotFoundError` says how to install one. DOT, Mermaid and JSON
+never need Graphviz. ``graphviz-pure`` knows the widths of ASCII characters
+only: it sizes others (the ``→`` of edge labels, non-Latin names) as a space
+and warns.
+
+The same DOT and the same program give the same SVG bytes. Graphviz escapes
+label text for XML itself, so a name never becomes markup in the SVG.
+
+Example:
+    >>> import networkx as nx
+    >>> g = nx.MultiDiGraph()
+    >>> g.add_node("n0", kind="leaf", names=["<script>alert(1)</script>"], shape=[])
+    >>> svg = to_svg(g)
+    >>> "<script>" in svg, "&lt;script&gt;alert(1)&lt;/script&gt;" in svg
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import warnings
+from typing import IO
+
+import networkx as nx
+
+from .dot import to_dot
+from .files import atomic_open
+from .labels import DiagramOptions
+
+__all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
+
+#: Environment variable naming the Graphviz program that renders SVG.
+ENV_VAR = "GRADEXPORT_DOT"
+_DEFAULT_PROGRAMS = ("dot", "graphviz-pure")
+
+
+class GraphvizNotFoundError(RuntimeError):
+    """No Graphviz program to render SVG; the message says how to install one."""
+
+
+class RenderError(RuntimeError):
+    """Graphviz ran but failed; the message carries what it printed."""
+
+
+def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
+    """The path of the Graphviz program to use (see the module docstring for the order).
+
+    Raises:
+        GraphvizNotFoundError: when the chosen program, or every default, is missing.
+    """
+    chosen = prog if prog is not None else os.environ.get(ENV_VAR) or None
+    if chosen is not None:
+        found = shutil.which(os.fspath(chosen))
+        if found is None:
+            origin = "prog" if prog is not None else ENV_VAR
+            raise GraphvizNotFoundError(
+                f"Graphviz program {os.fspath(chosen)!r} (from {origin}) was not found or is not executable"
+            )
+        return found
+    for name in _DEFAULT_PROGRAMS:
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    raise GraphvizNotFoundError(
+        "SVG needs Graphviz and none was found: install it (apt-get install graphviz, brew install graphviz) "
+        f"or the pip-installable renderer (pip install gradexport[svg]), or set {ENV_VAR} to a dot program. "
+        "DOT, Mermaid and JSON need no Graphviz."
+    )
+
+
+def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None) -> str:
+    """Render DOT text to SVG text with Graphviz (see :func:`find_graphviz`).
+
+    Graphviz's warnings (its stderr on success) become :class:`RuntimeWarning`.
+
+    Raises:
+        GraphvizNotFoundError: no program to run.
+        RenderError: the program failed.
+    """
+    program = find_graphviz(prog)
+    # Piping the text to the program directly: pydot's create() would first
+    # parse the whole graph into its object model only to write it back out.
+    result = subprocess.run([program, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False)
+    message = result.stderr.decode("utf-8", "replace").strip()
+    if result.returncode != 0:
+        raise RenderError(f"{program} -Tsvg failed with exit code {result.returncode}: {message or 'no message'}")
+    if message:
+        warnings.warn(f"{program}: {message}", RuntimeWarning, stacklevel=2)
+    return result.stdout.decode("utf-8")
+
+
+def to_svg(graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
+    """The SVG text of ``graph``, rendered from :func:`gradexport.formats.dot.to_dot`."""
+    return render_svg(to_dot(graph, options), prog)
+
+
+def write_svg(
+    graph: nx.MultiDiGraph,
+    path: str | os.PathLike[str] | IO[str],
+    options: DiagramOptions | None = None,
+    prog: str | os.PathLike[str] | None = None,
+) -> None:
+    """Render ``graph`` and write the SVG; a path changes only once rendering succeeded."""
+    svg = to_svg(graph, options, prog)
+    if hasattr(path, "write"):
+        path.write(svg)
+        return
+    with atomic_open(path) as file:
+        file.write(svg)

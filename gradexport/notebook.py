@@ -1,0 +1,73 @@
+"""Show an autograd graph inline in Jupyter, as torchviz's ``make_dot`` does.
+
+:func:`show` returns a :class:`GraphView`, which a notebook displays as SVG
+(rendered by Graphviz on first display). Where no Graphviz program exists it
+offers the Mermaid text instead, which JupyterLab 4.1+ draws natively.
+
+Example:
+    >>> import torch, gradexport
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> view = gradexport.show((x * 3).sum(), params={"x": x})
+    >>> view
+    GraphView(4 nodes, 3 edges)
+    >>> sorted(view._repr_mimebundle_())
+    ['image/svg+xml', 'text/plain']
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from .export import GraphOrRoots, as_graph
+from .formats import mermaid, svg
+from .formats.labels import DiagramOptions
+
+__all__ = ["GraphView", "show"]
+
+
+class GraphView:
+    """A graph with the options to draw it, displayed by Jupyter's rich display protocol.
+
+    Attributes:
+        graph: The graph (from :func:`gradexport.to_networkx`).
+        options: How it is drawn.
+        prog: Graphviz program for the SVG (see :mod:`gradexport.formats.svg`).
+    """
+
+    def __init__(self, graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None):
+        self.graph = graph
+        self.options = options or DiagramOptions()
+        self.prog = prog
+
+    @cached_property
+    def svg(self) -> str:
+        """The SVG text, rendered once."""
+        return svg.to_svg(self.graph, self.options, self.prog)
+
+    def _repr_svg_(self) -> str | None:
+        try:
+            return self.svg
+        except svg.GraphvizNotFoundError:
+            return None
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        bundle = {"text/plain": repr(self)}
+        rendered = self._repr_svg_()
+        if rendered is None:
+            bundle["text/vnd.mermaid"] = mermaid.to_mermaid(self.graph, self.options)
+        else:
+            bundle["image/svg+xml"] = rendered
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"GraphView({self.graph.number_of_nodes()} nodes, {self.graph.number_of_edges()} edges)"
+
+
+def show(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> GraphView:
+    """A :class:`GraphView` of roots or a graph; takes the options of :func:`gradexport.to_dot`."""
+    graph, diagram = as_graph(graph_or_roots, caller="show", **options)
+    return GraphView(graph, diagram, prog)

@@ -1,0 +1,168 @@
+"""Helpers shared by the format, export, CLI and notebook tests.
+
+pytest's importlib mode does not put ``tests/`` on ``sys.path``; the test
+modules that use this one add it first (as with ``site_fixtures``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import pytest
+import torch
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+from cases import CASES  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+MERMAID_PARSER = REPO / "tests" / "mermaid_parse.mjs"
+
+#: The graph-model cases every format is checked on (compiled costs seconds of torch.compile; the model tests cover it).
+FORMAT_CASES = {name: builder for name, builder in CASES.items() if name != "compiled"}
+
+#: Names that broke, or could break, some syntax: quotes, escapes, markup, entities, keywords, separators.
+NASTY_NAMES = [
+    '"',
+    "\\",
+    "a\\nb",
+    "line\nbreak",
+    "<script>alert(1)</script>",
+    "&amp; &lt; &",
+    "{x}",
+    "[0]",
+    "a|b",
+    "torch::autograd::AccumulateGrad",
+    "end",
+    "subgraph",
+    "graph",
+    "style: a#35;b;",
+    "#quot;",
+    "ﬂ°°35¶ß",
+    "%% comment",
+    "\\N \\G \\E",
+    "-->",
+    "naïve 名前 🙂",
+    "   ",
+    "x\u2028y",
+    "\ufffe",
+]
+
+#: Names hypothesis draws: any text, with the known troublemakers mixed in.
+names = st.one_of(st.sampled_from(NASTY_NAMES), st.text(max_size=24))
+
+
+def named_graph(param: str, root: str, **model_options: Any) -> nx.MultiDiGraph:
+    """``root: (w * 2).sum()`` with the leaf ``w`` named ``param``: one name on a leaf, one on the root."""
+    import gradexport
+
+    w = torch.ones(2, requires_grad=True)
+    return gradexport.to_networkx({root: (w * 2).sum()}, params={param: w}, **model_options)
+
+
+def case_graph(name: str, **model_options: Any) -> nx.MultiDiGraph:
+    import gradexport
+
+    case = FORMAT_CASES[name]()
+    return gradexport.to_networkx(case.roots, params=case.params or None, module=case.module, **model_options)
+
+
+def torch_edge_labels(grad_fn: Any) -> list[tuple[str, str]]:
+    """``(child op, "i→k")`` for each non-None entry of ``grad_fn.next_functions``, from torch itself."""
+    return [
+        (type(child).__name__, f"{index}→{input_nr}")
+        for index, (child, input_nr) in enumerate(grad_fn.next_functions)
+        if child is not None
+    ]
+
+
+# --- Graphviz -----------------------------------------------------------------
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed (make setup installs it)")
+
+SVG_TAGS = {"svg", "g", "title", "text", "polygon", "polyline", "path", "ellipse"}
+
+
+def render_with_dot(dot_text: str) -> str:
+    """SVG from the system ``dot``; fails the test on any error or warning."""
+    result = subprocess.run(["dot", "-Tsvg"], input=dot_text.encode(), capture_output=True, check=False)
+    assert result.returncode == 0 and not result.stderr, result.stderr.decode()
+    return result.stdout.decode()
+
+
+def svg_text_lines(svg: str) -> list[str]:
+    """The text the SVG shows, one entry per ``<text>`` element, after checking it holds only Graphviz's markup."""
+    root = ElementTree.fromstring(svg)
+    tags = {element.tag.rpartition("}")[2] for element in root.iter()}
+    assert tags <= SVG_TAGS, f"unexpected elements {tags - SVG_TAGS}"
+    return [element.text or "" for element in root.iter() if element.tag.endswith("}text")]
+
+
+# --- mermaid.js ---------------------------------------------------------------
+
+needs_mermaid = pytest.mark.skipif(
+    shutil.which("node") is None or not (REPO / "node_modules" / "mermaid").is_dir() or not (REPO / "node_modules" / "jsdom").is_dir(),
+    reason="Node.js with mermaid and jsdom from npm is needed (make setup installs them)",
+)
+
+
+def parse_mermaid(texts: list[str]) -> list[dict[str, Any]]:
+    """Parse each diagram with mermaid.js (one Node process for the batch); see mermaid_parse.mjs."""
+    result = subprocess.run(
+        ["node", str(MERMAID_PARSER)], input=json.dumps(texts).encode(), capture_output=True, cwd=REPO, check=False
+    )
+    assert result.stdout, result.stderr.decode()
+    return json.loads(result.stdout)
+
+
+# mermaid.js encodes "#35;" as "ﬂ°°35¶ß" while parsing and turns it into "&#35;" for the browser.
+_PLACEHOLDERS = (("ﬂ°°", "&#"), ("ﬂ°", "&"), ("¶ß", ";"))
+
+
+def mermaid_shown(parsed_text: str) -> list[str]:
+    """The lines a browser shows for a label as mermaid.js parsed it: ``<br>`` splits, entities decode."""
+    lines = []
+    for line in parsed_text.split("<br>"):
+        for placeholder, entity in _PLACEHOLDERS:
+            line = line.replace(placeholder, entity)
+        lines.append(unescape(line))
+    return lines
+
+
+def torch_edges(roots: Any) -> list[tuple[str, str, str]]:
+    """``(parent op, child op or "leaf", "i→k")`` for every edge below the roots, walked in torch itself."""
+    from gradexport import collect_roots
+
+    seen = set()
+    pending = [root.node for root in collect_roots(roots)]
+    edges = []
+    while pending:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for index, (child, input_nr) in enumerate(node.next_functions):
+            if child is not None:
+                child_label = "leaf" if type(child).__name__ == "AccumulateGrad" else type(child).__name__
+                edges.append((type(node).__name__, child_label, f"{index}→{input_nr}"))
+                pending.append(child)
+    return sorted(edges)
+
+
+def drawn_edges(nodes: dict[str, tuple[str, str]], edges: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The same triples read from a drawing: ``nodes`` maps id to (class, first label line), ``edges`` are (source, target, label)."""
+    triples = []
+    for source, target, label in edges:
+        source_class, source_line = nodes[source]
+        target_class, target_line = nodes[target]
+        if source_class in ("backward", "special") and target_class != "none":
+            triples.append((source_line, "leaf" if target_class == "leaf" else target_line, label))
+    return sorted(triples)

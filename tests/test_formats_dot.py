@@ -1,0 +1,209 @@
+"""DOT: what it shows against torch's own next_functions, parsed back by pydot and drawn by the real dot."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import networkx as nx
+import pydot
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import gradexport
+from gradexport.formats import DiagramOptions, dot
+from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, printable
+
+sys.path.insert(0, str(Path(__file__).parent))
+from format_fixtures import (  # noqa: E402
+    FORMAT_CASES,
+    case_graph,
+    drawn_edges,
+    named_graph,
+    names,
+    needs_dot,
+    render_with_dot,
+    svg_text_lines,
+    torch_edges,
+)
+
+
+def label_lines(quoted: str) -> list[str]:
+    """The lines Graphviz shows for a quoted DOT label as the writer escapes it."""
+    lines, current, index = [], [], 0
+    body = quoted[1:-1]
+    while index < len(body):
+        char = body[index]
+        if char == "\\":
+            if body[index + 1] == "n":
+                lines.append("".join(current))
+                current = []
+            else:
+                current.append(body[index + 1])
+            index += 2
+        else:
+            current.append(char)
+            index += 1
+    lines.append("".join(current))
+    return [line.replace("&amp;", "&") for line in lines]
+
+
+def parsed(dot_text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str]]]:
+    """Nodes (id -> (class, first label line)) and edges (source, target, label) as pydot reads the DOT."""
+    graphs = pydot.graph_from_dot_data(dot_text)
+    assert graphs and len(graphs) == 1
+    graph = graphs[0]
+    nodes = {
+        node.get_name().strip('"'): (node.get("class").strip('"'), label_lines(node.get_label())[0])
+        for node in graph.get_nodes()
+        if node.get_name() not in ("node", "edge", "graph")
+    }
+    edges = [
+        (edge.get_source().strip('"'), edge.get_destination().strip('"'), label_lines(edge.get_label())[0])
+        for edge in graph.get_edges()
+    ]
+    return nodes, edges
+
+
+@needs_dot
+@pytest.mark.parametrize("name", sorted(FORMAT_CASES))
+def test_every_case_draws_torchs_edges_and_renders(name):
+    case = FORMAT_CASES[name]()
+    text = gradexport.to_dot(case.roots, params=case.params or None, module=case.module, show_none=True)
+    nodes, edges = parsed(text)
+    assert drawn_edges(nodes, edges) == torch_edges(case.roots)
+    render_with_dot(text)  # no error and no warning (fonts included)
+
+
+def test_blog_unbind_shows_two_distinct_edges_into_unbind():
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    x1, x2 = x.unbind()
+    loss = x1 + x2
+    nodes, edges = parsed(gradexport.to_dot(loss, params={"x": x}))
+    into_unbind = sorted(label for _, target, label in edges if nodes[target][1] == "UnbindBackward0")
+    expected = sorted(f"{i}→{k}" for i, (_, k) in enumerate(loss.grad_fn.next_functions))
+    assert into_unbind == expected == ["0→0", "1→1"]
+    assert sum(1 for _, (kind, line) in nodes.items() if kind == "leaf" and line == "x") == 1
+
+
+def test_a_plus_a_shows_two_edges_into_one_leaf():
+    a = torch.ones(3, requires_grad=True)
+    total = a + a
+    nodes, edges = parsed(gradexport.to_dot(total, params={"a": a}))
+    leaf = next(node for node, (kind, _) in nodes.items() if kind == "leaf")
+    assert nodes[leaf][1] == "a"
+    expected = sorted(f"{i}→{k}" for i, (_, k) in enumerate(total.grad_fn.next_functions))
+    assert sorted(label for _, target, label in edges if target == leaf) == expected == ["0→0", "1→0"]
+
+
+@needs_dot
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(param=names, root=names)
+def test_any_name_parses_and_shows_literally_without_markup(param, root):
+    text = dot.to_dot(named_graph(param, root))
+    nodes, _ = parsed(text)
+    assert len(nodes) == 4
+    assert all(re.fullmatch(r"n\d+", node) for node in nodes)  # names never become ids
+    shown = svg_text_lines(render_with_dot(text))  # also checks the SVG holds no element from a name
+    for name in (param, root):
+        if name.strip():
+            assert printable(name) in shown
+
+
+def test_ids_are_opaque_even_for_arbitrary_node_ids():
+    graph = nx.MultiDiGraph()
+    graph.add_node('a"b::c', kind="backward", op="Op")
+    graph.add_node(7, kind="leaf", names=["w"], shape=[1])
+    graph.add_edge('a"b::c', 7, key=0, next_index=0, input_nr=0)
+    nodes, edges = parsed(dot.to_dot(graph))
+    assert all(re.fullmatch(r"u[0-9a-f]+", node) for node in nodes)
+    assert edges == [(next(iter(nodes)), list(nodes)[1], "0→0")]
+
+
+def test_direction_is_rankdir_and_rejects_unknown():
+    a = torch.ones(1, requires_grad=True)
+    assert 'rankdir="TB"' in gradexport.to_dot(a * 2)
+    assert 'rankdir="LR"' in gradexport.to_dot(a * 2, direction="LR")
+    with pytest.raises(ValueError, match="direction"):
+        gradexport.to_dot(a * 2, direction="up")
+
+
+def test_none_slots_drawn_from_the_graph_or_from_none_slots_and_hidden_on_request():
+    x = torch.ones(2, requires_grad=True)
+    constant = torch.ones(2)
+    product = x * constant
+    none_positions = [i for i, (child, _) in enumerate(product.grad_fn.next_functions) if child is None]
+    assert none_positions == [1]
+
+    def none_edges(text):
+        nodes, edges = parsed(text)
+        return [label for _, target, label in edges if nodes[target][0] == "none"]
+
+    assert none_edges(gradexport.to_dot(product)) == []
+    assert none_edges(gradexport.to_dot(product, show_none=True)) == ["1→0"]
+    plain = gradexport.to_networkx(product)
+    assert none_edges(dot.to_dot(plain, DiagramOptions(show_none=True))) == ["1→0"]
+    with_none = gradexport.to_networkx(product, show_none=True)
+    assert none_edges(dot.to_dot(with_none)) == ["1→0"]
+    assert none_edges(dot.to_dot(with_none, DiagramOptions(show_none=False))) == []
+
+
+def test_saved_values_and_edge_shapes_on_request():
+    x = torch.ones(4, 3, requires_grad=True)
+    y = torch.ones(4, 3, requires_grad=True)
+    loss = (x * y).sum()
+    saved_shape = tuple(loss.grad_fn.next_functions[0][0]._saved_self.shape)
+    text = gradexport.to_dot(loss, params={"x": x, "y": y}, show_saved=True, edge_shapes=True)
+    assert f"self: {saved_shape}" in text
+    assert f'label="0→0\\n{tuple(x.shape)}"' in text
+    assert "self:" not in gradexport.to_dot(loss)
+
+
+def test_special_nodes_are_marked():
+    case = FORMAT_CASES["custom_function"]()
+    text = gradexport.to_dot(case.roots)
+    assert re.search(r'label="[^"]*\\nspecial: custom_function", class="special"', text)
+
+
+def test_module_path_is_shown_under_the_op():
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
+    assert '"n0" [label="AddmmBackward0\\nencoder.layers.3"' in dot.to_dot(graph)
+
+
+def test_gradient_norms_label_and_colour_edges_by_log_magnitude():
+    graph = nx.MultiDiGraph()
+    for node in ("n0", "n1", "n2", "n3", "n4"):
+        graph.add_node(node, kind="backward", op="Op")
+    norms = {"n1": 1e-3, "n2": 1.0, "n3": 1e3, "n4": float("nan")}
+    for index, (target, norm) in enumerate(norms.items()):
+        grad = {"norm": norm, "has_nan": norm != norm, "has_inf": False}
+        graph.add_edge("n0", target, key=index, next_index=index, input_nr=0, grad=grad)
+    lines = {line.split('"')[3]: line for line in dot.to_dot(graph).splitlines() if "->" in line}
+    assert "‖g‖ 0.001" in lines["n1"] and f'color="{GRAD_COLORS[0]}"' in lines["n1"]
+    assert f'color="{GRAD_COLORS[-1]}"' in lines["n3"]
+    assert f'color="{GRAD_BAD_COLOR}"' in lines["n4"] and "‖g‖ nan" in lines["n4"]
+    assert "color=" not in dot.to_dot(graph, DiagramOptions(grad_norms=False)).split("->", 1)[1]
+
+
+def test_to_pydot_matches_the_text():
+    torch.manual_seed(6)
+    x = torch.randn(4, 4, requires_grad=True)
+    y = torch.randn(4, 4, requires_grad=True)
+    as_object = gradexport.to_pydot((x * y).sum(), params={"x": x, "y": y})
+    assert isinstance(as_object, pydot.Dot)
+    assert len(as_object.get_edges()) == 4
+    assert sorted(node.get_name() for node in as_object.get_nodes() if node.get_name().startswith('"n')) == [
+        f'"n{i}"' for i in range(5)
+    ]
+
+
+def test_write_dot_streams_to_a_file_object(tmp_path):
+    graph = case_graph("blog_multiply_then_sum")
+    path = tmp_path / "g.dot"
+    with path.open("w", encoding="utf-8") as file:
+        dot.write_dot(graph, file)
+    assert path.read_text(encoding="utf-8") == dot.to_dot(graph)

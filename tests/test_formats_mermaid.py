@@ -1,0 +1,131 @@
+"""Mermaid: parsed by mermaid.js itself (Node.js + jsdom), checked against torch's next_functions."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+import gradexport
+from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
+from gradexport.formats.labels import GRAD_BAD_COLOR, printable
+
+sys.path.insert(0, str(Path(__file__).parent))
+from format_fixtures import (  # noqa: E402
+    FORMAT_CASES,
+    drawn_edges,
+    mermaid_shown,
+    named_graph,
+    names,
+    needs_mermaid,
+    parse_mermaid,
+    torch_edges,
+)
+
+
+def drawing(result: dict) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str]]]:
+    """Nodes (id -> (class, first shown line)) and edges (source, target, shown label) as mermaid.js parsed them."""
+    assert result["ok"], result.get("error")
+    nodes = {
+        node: (vertex["classes"][0], mermaid_shown(vertex["text"])[0]) for node, vertex in result["vertices"].items()
+    }
+    edges = [(edge["start"], edge["end"], mermaid_shown(edge["text"])[0]) for edge in result["edges"]]
+    return nodes, edges
+
+
+def unbind_then_add():
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    x1, x2 = x.unbind()
+    return x1 + x2, x
+
+
+def grad_graph() -> nx.MultiDiGraph:
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="backward", op="Op")
+    graph.add_node("n1", kind="leaf", names=["w"], shape=[2])
+    graph.add_edge("n0", "n1", key=0, next_index=0, input_nr=0, grad={"norm": 0.5, "has_nan": False, "has_inf": False})
+    graph.add_edge("n0", "n1", key=1, next_index=1, input_nr=0, grad={"norm": float("inf"), "has_nan": False, "has_inf": True})
+    return graph
+
+
+@needs_mermaid
+def test_every_case_and_option_parses_and_draws_torchs_edges():
+    cases = {name: builder() for name, builder in FORMAT_CASES.items()}
+    texts = [
+        gradexport.to_mermaid(case.roots, params=case.params or None, module=case.module, show_none=True)
+        for case in cases.values()
+    ]
+    loss, x = unbind_then_add()
+    extras = [
+        gradexport.to_mermaid(loss, params={"x": x}, direction="RL", edge_shapes=True, show_saved=True),
+        mermaid.to_mermaid(grad_graph()),
+    ]
+    results = parse_mermaid(texts + extras)
+    for (name, case), result in zip(cases.items(), results):
+        assert drawn_edges(*drawing(result)) == torch_edges(case.roots), name
+    nodes, edges = drawing(results[len(texts)])
+    assert sorted(label for _, target, label in edges if nodes[target][1] == "UnbindBackward0") == ["0→0", "1→1"]
+    assert [label for _, target, label in edges if nodes[target][0] == "leaf"] == ["0→0"]
+    nodes, edges = drawing(results[-1])
+    assert [label for *_, label in edges] == ["0→0", "1→0"]  # a + a style: two edges into one leaf
+
+
+def test_blog_unbind_text():
+    loss, x = unbind_then_add()
+    text = gradexport.to_mermaid(loss, params={"x": x})
+    assert text.startswith("flowchart TB\n")
+    assert '  n1 -->|"0→0"| n2\n  n1 -->|"1→1"| n2\n' in text
+    assert '  n3["x<br>(2,)"]:::leaf\n' in text
+
+
+def test_gradient_norms_become_link_styles():
+    text = mermaid.to_mermaid(grad_graph())
+    assert "linkStyle 0 stroke:" in text
+    assert f"linkStyle 1 stroke:{GRAD_BAD_COLOR}" in text
+    assert "linkStyle" not in mermaid.to_mermaid(grad_graph(), DiagramOptions(grad_norms=False))
+
+
+@needs_mermaid
+def test_any_name_parses_and_shows_literally():
+    drawn: list[tuple[str, str, str]] = []
+
+    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(param=names, root=names)
+    def collect(param, root):
+        drawn.append((param, root, mermaid.to_mermaid(named_graph(param, root))))
+
+    collect()
+    results = parse_mermaid([text for *_, text in drawn])
+    for (param, root, text), result in zip(drawn, results):
+        assert result["ok"], (param, root, result.get("error"), text)
+        shown = {vertex["classes"][0]: mermaid_shown(vertex["text"]) for vertex in result["vertices"].values()}
+        # mermaid.js trims a label's outer spaces (and HTML would collapse them anyway).
+        if param.strip():
+            assert shown["leaf"][0] == printable(param).strip(), (param, text)
+        if root.strip():
+            assert shown["root"][0] == printable(root).strip(), (root, text)
+
+
+def chain(edges: int, name: str = "w") -> nx.MultiDiGraph:
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="leaf", names=[name], shape=[1])
+    for index in range(1, edges + 1):
+        graph.add_node(f"n{index}", kind="backward", op="AddBackward0")
+        graph.add_edge(f"n{index}", f"n{index - 1}", key=0, next_index=0, input_nr=0)
+    return graph
+
+
+def test_warns_above_mermaids_default_limits():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mermaid.to_mermaid(chain(500))
+    with pytest.warns(MermaidSizeWarning, match=r"501 edges.*SVG"):
+        mermaid.to_mermaid(chain(501))
+    with pytest.warns(MermaidSizeWarning, match="characters"):
+        mermaid.to_mermaid(chain(3, name="x" * 50_001))

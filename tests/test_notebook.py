@@ -1,0 +1,43 @@
+"""gradexport.show: the rich display protocol Jupyter uses to draw a graph inline."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+import gradexport
+
+sys.path.insert(0, str(Path(__file__).parent))
+from format_fixtures import needs_dot, svg_text_lines  # noqa: E402
+
+
+def blog():
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    x1, x2 = x.unbind()
+    return x1 + x2, {"x": x}
+
+
+@needs_dot
+def test_a_notebook_gets_the_svg():
+    loss, params = blog()
+    view = gradexport.show(loss, params=params, direction="LR")
+    assert repr(view) == "GraphView(4 nodes, 4 edges)"
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"image/svg+xml", "text/plain"}
+    assert bundle["image/svg+xml"] == view._repr_svg_() == gradexport.to_svg(view.graph, direction="LR")
+    assert {"x", "UnbindBackward0", "0→0", "1→1"} <= set(svg_text_lines(bundle["image/svg+xml"]))
+
+
+def test_without_graphviz_a_notebook_gets_mermaid(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+    loss, params = blog()
+    graph = gradexport.to_networkx(loss, params=params)
+    view = gradexport.show(graph, direction="BT")
+    assert view._repr_svg_() is None
+    bundle = view._repr_mimebundle_()
+    assert set(bundle) == {"text/vnd.mermaid", "text/plain"}
+    assert bundle["text/vnd.mermaid"] == gradexport.to_mermaid(graph, direction="BT")

@@ -1,0 +1,83 @@
+"""``mkdocs build --strict`` of the project's site, and what the built pages contain."""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from gradexport.mkdocs_plugin import find_blocks
+
+sys.path.insert(0, str(Path(__file__).parent))  # for site_fixtures; see its docstring
+from site_fixtures import REPO, BuiltSite, built_site  # noqa: E402,F401  (built_site is a fixture)
+
+DOCS = REPO / "docs"
+MERMAID = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>', re.S)
+
+
+def page_html(site: BuiltSite, markdown: str) -> str:
+    path = site.directory / markdown.removesuffix(".md")
+    path = site.directory / "index.html" if markdown == "index.md" else path / "index.html"
+    return path.read_text(encoding="utf-8")
+
+
+def mermaid_sources(text: str) -> list[str]:
+    return [html.unescape(source) for source in MERMAID.findall(text)]
+
+
+def test_strict_build_has_no_warnings(built_site):
+    assert not re.search(r"^(WARNING|ERROR) ", built_site.log, re.M), built_site.log
+
+
+def test_every_page_is_built_and_every_example_was_replaced(built_site):
+    for markdown in DOCS.rglob("*.md"):
+        source = markdown.read_text(encoding="utf-8")
+        text = page_html(built_site, markdown.relative_to(DOCS).as_posix())
+        assert "gradexport-diagram-" not in text.replace('class="gradexport-diagram', ""), markdown
+        blocks = find_blocks(source.splitlines(), markdown.name)
+        if any(block.options.show == {"code", "output", "diagram"} and not block.options.graph for block in blocks):
+            assert '<pre class="mermaid">' in text and 'class="gradexport-diagram gradexport-svg"><svg' in text, markdown
+
+
+def test_first_example_shows_torchs_own_gradients(built_site):
+    text = page_html(built_site, "blog/multiply-then-sum.md")
+    torch.manual_seed(6)
+    x = torch.randn(4, 4, requires_grad=True)
+    y = torch.randn(4, 4, requires_grad=True)
+    (x * y).sum().backward()
+    for value in (x.grad, y.grad):
+        assert html.escape(str(value)) in text
+    # The four manual calls gave backward()'s result, and the call outside no_grad left a graph on .grad.
+    assert text.count(html.escape("True True")) >= 3
+    assert "&lt;CopyBackwards object at" in text
+
+
+def test_second_example_draws_two_labelled_edges_into_unbind(built_site):
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    first, second = x.unbind()
+    add = (first + second).grad_fn
+    assert [input_nr for _, input_nr in add.next_functions] == [0, 1]
+
+    (source,) = mermaid_sources(page_html(built_site, "blog/unbind-then-add.md"))
+    ids = {name: re.search(rf'(\w+)[\[({{]+"[^"]*{name}', source)[1] for name in ("AddBackward0", "UnbindBackward0")}
+    labels = re.findall(rf'{ids["AddBackward0"]} -->\|"([^"]*)"\| {ids["UnbindBackward0"]}\b', source)
+    assert sorted(label.split("<br")[0] for label in labels) == ["0→0", "1→1"]
+
+
+def test_mermaid_is_served_from_the_site_and_loaded_first(built_site):
+    shipped = built_site.directory / "js" / "mermaid.min.js"
+    assert shipped.read_bytes() == (REPO / "node_modules" / "mermaid" / "dist" / "mermaid.min.js").read_bytes()
+    for page in built_site.directory.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        if "assets/javascripts/bundle." in text:
+            assert -1 < text.find("js/mermaid.min.js") < text.find("assets/javascripts/bundle."), page
+
+
+def test_api_reference_is_generated_from_docstrings(built_site):
+    text = page_html(built_site, "reference.md")
+    assert 'id="gradexport.to_networkx"' in text
+    assert "Build the autograd graph behind" in text  # the first line of to_networkx's docstring
