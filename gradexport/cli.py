@@ -45,6 +45,7 @@ import torch
 from .export import DEFAULT_FORMATS, FORMATS, parse_formats, write
 from .formats.labels import DIRECTIONS
 from .graph import trace
+from .modules import capture_modules
 from .roots import RootError
 from .stack import run_with_large_stack
 
@@ -56,10 +57,12 @@ examples:
   gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
   python -m gradexport mypackage.models:build_loss -f svg -o diagrams --direction LR
   gradexport train.py:one_step -f mermaid,json -o out --show-none --quiet
+  gradexport models.py:encoder_loss -f svg,mermaid -o out --depth 2
 
 the function takes no arguments and returns the roots (a tensor, or a tuple,
 list or dict of tensors), or (roots, names) where names is an nn.Module or a
 dict of leaf tensors that names the leaves, e.g. return loss, {"x": x, "y": y}.
+with an nn.Module, each node is also boxed in the module that created it.
 
 SVG needs Graphviz: apt-get install graphviz, or pip install gradexport[svg];
 --prog or GRADEXPORT_DOT choose the program.
@@ -112,6 +115,12 @@ def _target(text: str) -> tuple[str, str]:
     return location, name
 
 
+def _depth(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--depth takes a whole number >= 0, got {text!r}")
+    return int(text)
+
+
 def _formats(text: str) -> list[str]:
     try:
         return parse_formats(text)
@@ -143,6 +152,12 @@ def _parser() -> _Parser:
     parser.add_argument("--show-none", action="store_true", help="draw inputs that need no gradient (None slots)")
     parser.add_argument("--saved", action="store_true", help="list the values each node saved for backward")
     parser.add_argument("--edge-shapes", action="store_true", help="label edges with the gradient's shape")
+    parser.add_argument(
+        "--depth",
+        type=_depth,
+        metavar="K",
+        help="fold every module K levels deep or deeper into one node (needs (roots, module) from the function)",
+    )
     parser.add_argument("--prog", help="Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
     return parser
@@ -236,7 +251,8 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
         raise _Failure(f"importing {location} raised {_one_line(error)}") from None
     bar.set_description(f"{_PROG}: running {name}()")
     try:
-        result = function()
+        with capture_modules():  # so that a returned nn.Module also names the nodes its forward made
+            result = function()
     except Exception as error:
         raise _Failure(f"{location}:{name}() raised {_one_line(error)}") from None
     bar.update()
@@ -262,6 +278,7 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
             show_none=args.show_none or None,
             show_saved=args.saved or None,
             edge_shapes=args.edge_shapes,
+            depth=args.depth,
         )
     except (OSError, RuntimeError, ValueError) as error:
         raise _Failure(_one_line(error)) from None

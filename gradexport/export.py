@@ -10,8 +10,16 @@ plus keyword options:
   ``edge_shapes``, ``grad_norms``.
 - When roots are given: ``params`` (names for leaves, as
   ``model.named_parameters()`` gives) and ``module`` (a module whose
-  parameters and buffers name the leaves); ``show_none=True`` and
-  ``show_saved=True`` also make the graph record None slots and saved values.
+  parameters and buffers name the leaves, and whose submodules name the
+  nodes of a forward pass run inside :func:`gradexport.capture_modules`);
+  ``show_none=True`` and ``show_saved=True`` also make the graph record None
+  slots and saved values.
+- ``depth``: fold every module nested that deep or deeper into one node
+  (:func:`gradexport.collapse`) before drawing.
+- ``fit`` (Mermaid only, default ``True``): when the diagram is over mermaid.js's
+  limits and the graph knows its modules, draw the deepest collapse that fits,
+  with a :class:`gradexport.MermaidSizeWarning` saying so; ``fit=False``
+  draws everything (and warns that mermaid.js will refuse it).
 
 JSON holds the graph itself, so only the options that shape the graph apply to it.
 
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,12 +51,13 @@ from .formats.files import StagedFiles
 from .formats.labels import DiagramOptions
 from .graph import trace
 from .roots import Roots
+from .simplify import collapse, module_depth
 
 if TYPE_CHECKING:
     import pydot
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "mermaid_graph", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
@@ -58,6 +68,7 @@ FORMATS: dict[str, str] = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "jso
 DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")
 
 _MODEL_OPTIONS = ("params", "module")
+_SHAPE_OPTIONS = ("depth", "fit")
 
 
 def as_graph(
@@ -81,7 +92,7 @@ def as_graph(
         >>> graph.number_of_nodes(), options.direction
         (3, 'LR')
     """
-    known = DiagramOptions.names() + _MODEL_OPTIONS
+    known = DiagramOptions.names() + _MODEL_OPTIONS + _SHAPE_OPTIONS
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"gradexport.{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -98,7 +109,7 @@ def as_graph(
                 f"gradexport.{caller}(): {' and '.join(model)} name leaves while tracing roots; "
                 "this is a graph already, built with its names"
             )
-        return graph_or_roots, diagram
+        return _shaped(graph_or_roots, options.get("depth")), diagram
     graph = trace(
         graph_or_roots,
         show_none=bool(diagram.show_none),
@@ -107,7 +118,48 @@ def as_graph(
         caller=f"gradexport.{caller}",
         **model,
     ).graph
-    return graph, diagram
+    return _shaped(graph, options.get("depth")), diagram
+
+
+def _shaped(graph: nx.MultiDiGraph, depth: int | None) -> nx.MultiDiGraph:
+    return graph if depth is None else collapse(graph, depth)
+
+
+def _fits_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> bool:
+    if graph.number_of_edges() > mermaid.MAX_EDGES:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", mermaid.MermaidSizeWarning)
+        try:
+            mermaid.to_mermaid(graph, diagram)
+        except mermaid.MermaidSizeWarning:
+            return False
+    return True
+
+
+def mermaid_graph(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> nx.MultiDiGraph:
+    """``graph``, or the deepest :func:`gradexport.collapse` of it that mermaid.js draws within its limits.
+
+    Warns with :class:`gradexport.MermaidSizeWarning` when it collapses. A
+    graph without module information, or one over the limits even folded
+    into one node, comes back as it is (and the Mermaid writer warns).
+    """
+    if _fits_mermaid(graph, diagram) or all(path is None for _, path in graph.nodes(data="module")):
+        return graph
+    for depth in range(module_depth(graph), -1, -1):
+        candidate = collapse(graph, depth)
+        if _fits_mermaid(candidate, diagram):
+            warnings.warn(
+                mermaid.MermaidSizeWarning(
+                    f"the full Mermaid diagram ({graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges) "
+                    f"is over mermaid.js's limits, so modules at depth {depth} and deeper are folded into one node "
+                    f"each ({candidate.number_of_nodes():,} nodes). Pass depth= to choose the folding, or use SVG "
+                    "for the whole graph."
+                ),
+                stacklevel=3,
+            )
+            return candidate
+    return graph
 
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
@@ -123,9 +175,9 @@ def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
 
 
 def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
-    """Mermaid flowchart text; warns with :class:`gradexport.MermaidSizeWarning` above mermaid.js's limits."""
+    """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
     graph, diagram = as_graph(graph_or_roots, caller="to_mermaid", **options)
-    return mermaid.to_mermaid(graph, diagram)
+    return mermaid.to_mermaid(mermaid_graph(graph, diagram) if options.get("fit", True) else graph, diagram)
 
 
 def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
@@ -189,7 +241,9 @@ def write(
     writers: dict[str, Callable[[IO[str]], None]] = {
         "dot": lambda file: dot.write_dot(graph, file, diagram),
         "svg": lambda file: svg.write_svg(graph, file, diagram, prog),
-        "mermaid": lambda file: mermaid.write_mermaid(graph, file, diagram),
+        "mermaid": lambda file: mermaid.write_mermaid(
+            mermaid_graph(graph, diagram) if options.get("fit", True) else graph, file, diagram
+        ),
         "json": lambda file: json.write_json(graph, file),
     }
     with _progress_bar(progress, len(names)) as bar, StagedFiles() as staged:

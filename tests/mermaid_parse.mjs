@@ -4,7 +4,7 @@
 //   node tests/mermaid_parse.mjs < diagrams.json  parse a JSON array of diagram texts
 //
 // Prints a JSON array, one result per diagram: {"ok": true, "vertices": {id: {text, classes}},
-// "edges": [{"start", "end", "text"}]} or {"ok": false, "error": message}. Texts are
+// "edges": [{"start", "end", "text"}], "subgraphs": [{"id", "title", "nodes"}]} or {"ok": false, "error": message}. Texts are
 // as mermaid's parser stores them, entity codes still encoded ("#35;" as "ﬂ°°35¶ß").
 // Exit status 0 when every diagram parsed, 1 otherwise. One process parses a whole
 // batch: starting Node and loading mermaid takes about a second.
@@ -28,7 +28,8 @@ for (const text of texts) {
     const vertices = {};
     for (const [id, vertex] of diagram.db.getVertices()) vertices[id] = { text: vertex.text, classes: vertex.classes };
     const edges = diagram.db.getEdges().map((edge) => ({ start: edge.start, end: edge.end, text: edge.text }));
-    results.push({ ok: true, vertices, edges });
+    const subgraphs = diagram.db.getSubGraphs().map((sub) => ({ id: sub.id, title: sub.title, nodes: sub.nodes }));
+    results.push({ ok: true, vertices, edges, subgraphs });
   } catch (error) {
     results.push({ ok: false, error: String(error?.message ?? error) });
   }

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 
 import gradexport
 from gradexport.formats import DiagramOptions, dot
-from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, printable
+from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, element_id, printable
 
 sys.path.insert(0, str(Path(__file__).parent))
 from format_fixtures import (  # noqa: E402
@@ -55,9 +55,13 @@ def parsed(dot_text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, s
     graphs = pydot.graph_from_dot_data(dot_text)
     assert graphs and len(graphs) == 1
     graph = graphs[0]
+    scopes = [graph]
+    for scope in scopes:  # module clusters nest: read every subgraph's nodes too
+        scopes.extend(scope.get_subgraphs())
     nodes = {
         node.get_name().strip('"'): (node.get("class").strip('"'), label_lines(node.get_label())[0])
-        for node in graph.get_nodes()
+        for scope in scopes
+        for node in scope.get_nodes()
         if node.get_name() not in ("node", "edge", "graph")
     }
     edges = [
@@ -168,10 +172,34 @@ def test_special_nodes_are_marked():
     assert re.search(r'label="[^"]*\\nspecial: custom_function", class="special"', text)
 
 
-def test_module_path_is_shown_under_the_op():
+def test_module_path_is_shown_under_the_op_when_modules_are_not_boxed():
     graph = nx.MultiDiGraph()
     graph.add_node("n0", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
-    assert '"n0" [label="AddmmBackward0\\nencoder.layers.3"' in dot.to_dot(graph)
+    options = DiagramOptions(group_modules=False)
+    assert '"n0" [label="AddmmBackward0\\nencoder.layers.3"' in dot.to_dot(graph, options)
+
+
+@needs_dot
+def test_modules_are_nested_clusters_that_graphviz_draws():
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="root", root="loss", shape=[], dtype="float32", device="cpu")
+    graph.add_node("n1", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
+    graph.add_node("n2", kind="backward", op="NativeLayerNormBackward0", module="encoder.norm")
+    graph.add_node("module:encoder.layers.4", kind="module", module="encoder.layers.4", num_nodes=7)
+    graph.add_edge("n0", "n2", key=0, next_index=0, input_nr=0)
+    graph.add_edge("n2", "module:encoder.layers.4", key=0, next_index=0, input_nr=0, count=3)
+    graph.add_edge("module:encoder.layers.4", "n1", key=0, next_index=0, input_nr=0)
+    (parsed_graph,) = pydot.graph_from_dot_data(dot.to_dot(graph))
+    (encoder,) = parsed_graph.get_subgraphs()
+    assert encoder.get_label() == '"encoder"'
+    assert sorted(sub.get_label() for sub in encoder.get_subgraphs()) == ['"encoder.layers"', '"encoder.norm"']
+    (layers,) = [sub for sub in encoder.get_subgraphs() if sub.get_label() == '"encoder.layers"']
+    assert [node.get_name() for node in layers.get_nodes()] == [f'"{element_id("module:encoder.layers.4")}"']
+    assert [node.get_name() for sub in layers.get_subgraphs() for node in sub.get_nodes()] == ['"n1"']
+    nodes, edges = parsed(dot.to_dot(graph))
+    assert ("n2", element_id("module:encoder.layers.4"), "0→0 ×3") in edges
+    assert nodes[element_id("module:encoder.layers.4")] == ("module", "encoder.layers.4")
+    assert "encoder.layers" in "".join(svg_text_lines(render_with_dot(dot.to_dot(graph))))
 
 
 def test_gradient_norms_label_and_colour_edges_by_log_magnitude():

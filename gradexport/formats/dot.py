@@ -10,6 +10,10 @@ Legend (the same in every format):
   its parameter names and shape.
 - Dashed ``None``: an input that needs no gradient (``(None, 0)`` in
   ``next_functions``), only when shown.
+- Dashed purple box around nodes: the module that created them (when the
+  graph has ``module`` attributes), nested as the modules nest.
+- Purple 3-D box: a module folded into one node by :func:`gradexport.collapse`;
+  ``×N`` on an edge: it stands for N edges with the same indices.
 - Edge label ``i→k``: the parent's ``next_functions[i]`` is ``(child, k)``;
   output ``i`` of the parent's backward flows into input slot ``k`` of the
   child. ``x1 + x2`` after ``x.unbind()`` gives two edges into
@@ -50,7 +54,7 @@ from typing import IO, TYPE_CHECKING
 import networkx as nx
 
 from .files import atomic_open
-from .labels import FONT, NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes
+from .labels import FONT, NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes, nest
 
 if TYPE_CHECKING:
     import pydot
@@ -65,6 +69,7 @@ _SHAPES = {
     "box": ('"box"', '"filled"'),
     "hexagon": ('"hexagon"', '"filled"'),
     "note": ('"box"', '"rounded,filled,dashed"'),
+    "subroutine": ('"box3d"', '"filled"'),
 }
 
 _NODE_ATTRIBUTES = {
@@ -74,6 +79,9 @@ _NODE_ATTRIBUTES = {
     )
     for name, style in NODE_STYLES.items()
 }
+
+
+_CLUSTER_ATTRIBUTES = 'labeljust="l"; style="rounded,dashed"; color="#9575cd"; fontcolor="#4527a0"; fontsize="10";'
 
 
 def quote(lines: Iterable[str]) -> str:
@@ -93,8 +101,17 @@ def generate_dot(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) 
     yield f'  graph [rankdir="{options.direction}", fontname="{FONT}", nodesep="0.3", ranksep="0.4"];'
     yield f'  node [fontname="{FONT}", fontsize="11", margin="0.12,0.04", height="0.3"];'
     yield f'  edge [fontname="{FONT}", fontsize="9", color="#616161", fontcolor="#424242", arrowsize="0.7"];'
-    for node in diagram_nodes(graph, options):
-        yield f'  "{node.id}" [label={quote(node.lines)}, {_NODE_ATTRIBUTES[node.style]}];'
+    depth = 1
+    for event, item in nest(diagram_nodes(graph, options)):
+        if event == "node":
+            yield f'{"  " * depth}"{item.id}" [label={quote(item.lines)}, {_NODE_ATTRIBUTES[item.style]}];'
+        elif event == "open":
+            yield f'{"  " * depth}subgraph "cluster_{item.id}" {{'
+            depth += 1
+            yield f'{"  " * depth}label={quote([item.label])}; {_CLUSTER_ATTRIBUTES}'
+        else:
+            depth -= 1
+            yield f'{"  " * depth}}}'
     for edge in diagram_edges(graph, options):
         extra = "" if edge.color is None else f', color="{edge.color}", fontcolor="{edge.color}", penwidth="{edge.width:g}"'
         yield f'  "{edge.source}" -> "{edge.target}" [label={quote(edge.lines)}{extra}];'

@@ -6,13 +6,16 @@ of :mod:`gradexport.graph` into writer-neutral :class:`DiagramNode` and
 same thing:
 
 - Node labels by kind: a root shows its name and tensor; a backward node its op
-  (``MulBackward0``), its module path when the graph has one, its special kind
+  (``MulBackward0``), its module path when the graph has one (unless the
+  diagram draws module boxes, see :func:`nest`), its special kind
   and, with ``show_saved``, what it saved; a leaf its parameter names and
-  tensor; a None slot ``None``.
+  tensor; a None slot ``None``; a folded module (from
+  :func:`gradexport.collapse`) its path and how many nodes it stands for.
 - Edge labels ``"{next_index}→{input_nr}"``: ``0→1`` means position 0 of the
   parent's ``next_functions``, arriving at input slot 1 of the child. Optionally
   the shape of the gradient on the edge, and its norm when the edge carries a
-  ``grad`` record.
+  ``grad`` record. An edge that stands for several (after collapsing) adds
+  ``×N``.
 - Element ids that are safe in every syntax without quoting: ``n0``, ``n1``...
   for the graph model's ids, ``u<hex>`` for any other id, ``<id>_none<slot>``
   for None slots drawn from ``none_slots``.
@@ -37,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
@@ -46,6 +49,7 @@ import networkx as nx
 __all__ = [
     "DIRECTIONS",
     "NODE_STYLES",
+    "Cluster",
     "DiagramEdge",
     "DiagramNode",
     "DiagramOptions",
@@ -53,6 +57,7 @@ __all__ = [
     "diagram_edges",
     "diagram_nodes",
     "element_id",
+    "nest",
     "printable",
 ]
 
@@ -83,6 +88,9 @@ class DiagramOptions:
         grad_norms: When edges carry a ``grad`` record (``{"norm", "has_nan",
             "has_inf", ...}``), label them with the gradient's norm and colour
             them by its magnitude on a log scale, NaN or infinity in red.
+        group_modules: Draw the nodes of each module (the ``module``
+            attribute) inside a box labelled with the module's path, nested
+            as the modules nest: DOT clusters, Mermaid subgraphs.
     """
 
     direction: str = "TB"
@@ -90,6 +98,7 @@ class DiagramOptions:
     show_saved: bool | None = None
     edge_shapes: bool = False
     grad_norms: bool = True
+    group_modules: bool = True
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -104,7 +113,7 @@ class DiagramOptions:
 class NodeStyle(NamedTuple):
     """How a kind of node looks; writers map ``shape`` to their own syntax."""
 
-    #: ``"stadium"``, ``"rounded"``, ``"box"``, ``"hexagon"`` or ``"note"``.
+    #: ``"stadium"``, ``"rounded"``, ``"box"``, ``"hexagon"``, ``"note"`` or ``"subroutine"``.
     shape: str
     fill: str
     stroke: str
@@ -120,6 +129,7 @@ NODE_STYLES: dict[str, NodeStyle] = {
     "special": NodeStyle("hexagon", "#ffe0b2", "#e65100", "#1b1b1b"),
     "leaf": NodeStyle("box", "#bbdefb", "#1565c0", "#1b1b1b"),
     "none": NodeStyle("note", "#ffffff", "#9e9e9e", "#757575", dashed=True),
+    "module": NodeStyle("subroutine", "#ede7f6", "#5e35b1", "#1b1b1b"),
 }
 
 #: Edge colours for gradient norms, smallest to largest (log scale), and for NaN/inf.
@@ -128,11 +138,19 @@ GRAD_BAD_COLOR = "#d32f2f"
 
 
 class DiagramNode(NamedTuple):
-    """A node as every writer draws it."""
+    """A node as every writer draws it; ``group`` is the module path whose box it sits in."""
 
     id: str
     style: str
     lines: tuple[str, ...]
+    group: str | None = None
+
+
+class Cluster(NamedTuple):
+    """A module's box: ``id`` is safe in every syntax, ``label`` the module's path."""
+
+    id: str
+    label: str
 
 
 class DiagramEdge(NamedTuple):
@@ -223,10 +241,12 @@ def _node_class(attributes: Mapping[str, Any]) -> str:
     return kind if kind in NODE_STYLES else "backward"
 
 
-def _node_lines(attributes: Mapping[str, Any], show_saved: bool) -> tuple[str, ...]:
+def _node_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[str, ...]:
     kind = attributes.get("kind")
     if kind == "none":
         return ("None",)
+    if kind == "module":
+        return (printable(attributes.get("module") or "(model)"), f"module of {attributes.get('num_nodes', '?')} nodes")
     lines: list[str] = []
     if kind == "root":
         lines.append(str(attributes.get("root", "root")))
@@ -235,7 +255,7 @@ def _node_lines(attributes: Mapping[str, Any], show_saved: bool) -> tuple[str, .
             lines.append(", ".join(map(str, attributes["names"])))
     else:
         lines.append(str(attributes.get("op", "?")))
-        if attributes.get("module"):
+        if show_module and attributes.get("module"):
             lines.append(str(attributes["module"]))
         if attributes.get("special"):
             lines.append(f"special: {attributes['special']}")
@@ -255,6 +275,13 @@ def _drawn_none_slots(graph: nx.MultiDiGraph, node: Any, attributes: Mapping[str
     return [slot for slot in slots if slot not in keys]
 
 
+def _group(attributes: Mapping[str, Any], grouped: bool) -> str | None:
+    path = attributes.get("module") if grouped else None
+    if path is not None and attributes.get("kind") == "module":
+        return path.rpartition(".")[0] if path else None  # a folded module sits in its parent's box
+    return path or None  # "" is the model itself: no box around the whole diagram
+
+
 def diagram_nodes(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[DiagramNode]:
     """The nodes to draw, in the graph's order, each None slot drawn from ``none_slots`` after its parent."""
     show_saved = options.show_saved is not False
@@ -262,10 +289,75 @@ def diagram_nodes(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[D
         if attributes.get("kind") == "none" and options.show_none is False:
             continue
         node_id = element_id(node)
-        yield DiagramNode(node_id, _node_class(attributes), _node_lines(attributes, show_saved))
+        group = _group(attributes, options.group_modules)
+        lines = _node_lines(attributes, show_saved, show_module=not options.group_modules)
+        yield DiagramNode(node_id, _node_class(attributes), lines, group)
         if options.show_none:
             for slot in _drawn_none_slots(graph, node, attributes):
-                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",))
+                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
+
+
+#: What :func:`nest` yields: a node, or the start or end of a module's box.
+NestEvent = tuple[str, "DiagramNode | Cluster"]
+
+
+def nest(nodes: Iterable[DiagramNode]) -> Iterator[NestEvent]:
+    """Order ``nodes`` into nested module boxes: ``("open", cluster)``, ``("node", node)``, ``("close", cluster)``.
+
+    Nodes without a group stream through as they come; grouped nodes are held
+    until the end and drawn box by box, each box with its own nodes first and
+    then its sub-boxes, in the order their first node appeared. A box exists
+    for every path prefix, so ``layers.3.linear1`` sits inside ``layers.3``,
+    inside ``layers``.
+
+    Example:
+        >>> nodes = [DiagramNode("n0", "root", ("loss",)), DiagramNode("n1", "backward", ("Mm",), "a.b"),
+        ...          DiagramNode("n2", "backward", ("T",), "a")]
+        >>> [(event, item.id) for event, item in nest(nodes)]
+        [('node', 'n0'), ('open', 'g0'), ('node', 'n2'), ('open', 'g1'), ('node', 'n1'), ('close', 'g1'), ('close', 'g0')]
+    """
+    members: dict[str, list[DiagramNode]] = {}
+    children: dict[str | None, list[str]] = {None: []}
+    for node in nodes:
+        if node.group is None:
+            yield "node", node
+            continue
+        if node.group not in members:
+            _add_path(node.group, members, children)
+        members[node.group].append(node)
+    ids = {path: f"g{index}" for index, path in enumerate(_preorder(children))}
+    stack: list[tuple[str, bool]] = [(path, False) for path in reversed(children[None])]
+    while stack:
+        path, opened = stack.pop()
+        cluster = Cluster(ids[path], path)
+        if opened:
+            yield "close", cluster
+            continue
+        yield "open", cluster
+        for node in members[path]:
+            yield "node", node
+        stack.append((path, True))
+        stack.extend((child, False) for child in reversed(children[path]))
+
+
+def _add_path(path: str, members: dict[str, list[DiagramNode]], children: dict[str | None, list[str]]) -> None:
+    parts = path.split(".")
+    parent: str | None = None
+    for depth in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:depth])
+        if prefix not in members:
+            members[prefix] = []
+            children[prefix] = []
+            children[parent].append(prefix)
+        parent = prefix
+
+
+def _preorder(children: dict[str | None, list[str]]) -> Iterator[str]:
+    stack = list(reversed(children[None]))
+    while stack:
+        path = stack.pop()
+        yield path
+        stack.extend(reversed(children[path]))
 
 
 def diagram_edges(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[DiagramEdge]:
@@ -277,6 +369,8 @@ def diagram_edges(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[D
         if hide_none and node_attributes[target].get("kind") == "none":
             continue
         lines = [f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"]
+        if data.get("count", 1) > 1:
+            lines[0] += f" ×{data['count']}"
         if options.edge_shapes and "shape" in data:
             lines.append(tensor_text(data))
         color = width = None

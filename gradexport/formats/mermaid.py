@@ -3,7 +3,7 @@
 It shows what the DOT writer shows (see the legend in
 :mod:`gradexport.formats.dot`): nodes styled by kind with ``classDef``,
 edges labelled ``i→k`` (position ``i`` in the parent's ``next_functions``,
-input slot ``k`` of the child).
+input slot ``k`` of the child), module boxes as nested ``subgraph`` blocks.
 
 Safety: ids are ``n0``, ``n1``... (see :func:`gradexport.formats.labels.element_id`),
 never names, so no name can be read as a keyword such as ``end``. Every label
@@ -47,7 +47,7 @@ from typing import IO
 import networkx as nx
 
 from .files import atomic_open
-from .labels import NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes
+from .labels import NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes, nest
 
 __all__ = ["MAX_EDGES", "MAX_TEXT_SIZE", "MermaidSizeWarning", "generate_mermaid", "to_mermaid", "write_mermaid"]
 
@@ -67,6 +67,7 @@ _SHAPES = {
     "box": ('["', '"]'),
     "hexagon": ('{{"', '"}}'),
     "note": ('["', '"]'),
+    "subroutine": ('[["', '"]]'),
 }
 
 # Kept as they are: ASCII letters, digits and punctuation that is inert inside
@@ -122,9 +123,17 @@ def generate_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = No
     yield counted(f"flowchart {options.direction}")
     for name in NODE_STYLES:
         yield counted(_class_definition(name))
-    for node in diagram_nodes(graph, options):
-        opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
-        yield counted(f"  {node.id}{opening}{_label(node.lines)}{closing}:::{node.style}")
+    depth = 1
+    for event, item in nest(diagram_nodes(graph, options)):
+        if event == "node":
+            opening, closing = _SHAPES[NODE_STYLES[item.style].shape]
+            yield counted(f"{'  ' * depth}{item.id}{opening}{_label(item.lines)}{closing}:::{item.style}")
+        elif event == "open":
+            yield counted(f'{"  " * depth}subgraph {item.id}["{_label([item.label])}"]')
+            depth += 1
+        else:
+            depth -= 1
+            yield counted(f"{'  ' * depth}end")
     for edge in diagram_edges(graph, options):
         yield counted(f'  {edge.source} -->|"{_label(edge.lines)}"| {edge.target}')
         if edge.color is not None:
