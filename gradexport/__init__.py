@@ -9,7 +9,7 @@ Example:
 """
 
 from .graph import KINDS, SPECIAL_KINDS, to_networkx
-from .simplify import GraphTooLargeError, collapse, fit, hide, only_reaching
+from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
 from .modules import capture_modules
 from .flow import record_gradients
 from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
@@ -23,6 +23,7 @@ __all__ = [
     "GraphTooLargeError",
     "KINDS",
     "SPECIAL_KINDS",
+    "VIEW_OPS",
     "Root",
     "RootError",
     "Replay",
