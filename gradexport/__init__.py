@@ -8,16 +8,23 @@ Example:
     4
 """
 
-from .graph import KINDS, SPECIAL_KINDS, to_networkx
-from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
-from .modules import capture_modules
-from .flow import record_gradients
 from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
-from .roots import Root, RootError, collect_roots
-from .stack import run_with_large_stack
 from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
-from .formats import DiagramOptions, GraphvizNotFoundError, MermaidSizeWarning, OutputError, RenderError, from_json
+from .flow import record_gradients
+from .formats import (
+    DiagramOptions,
+    GraphvizNotFoundError,
+    MermaidSizeWarning,
+    OutputError,
+    RenderError,
+    from_json,
+)
+from .graph import KINDS, SPECIAL_KINDS, to_networkx
+from .modules import capture_modules
 from .notebook import GraphView, show
+from .roots import Root, RootError, collect_roots
+from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
+from .stack import run_with_large_stack
 
 __all__ = [
     "GraphTooLargeError",

@@ -30,8 +30,8 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .graph import Params, trace
 from .backward_replay import GradOutputs, gradient_summary, start_gradients
+from .graph import Params, trace
 from .roots import Roots
 
 __all__ = ["GRAD_KEYS", "record_gradients"]

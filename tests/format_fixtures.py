@@ -1,7 +1,7 @@
 """Helpers shared by the format, export, CLI and notebook tests.
 
-pytest's importlib mode does not put ``tests/`` on ``sys.path``; the test
-modules that use this one add it first (as with ``site_fixtures``).
+Test modules import it by name: ``pythonpath = ["tests"]`` in pyproject.toml
+puts this folder on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from html import unescape
 from pathlib import Path
@@ -18,10 +17,8 @@ from typing import Any
 import networkx as nx
 import pytest
 import torch
+from cases import CASES
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).parent))
-from cases import CASES  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 MERMAID_PARSER = REPO / "tests" / "mermaid_parse.mjs"
@@ -166,3 +163,20 @@ def drawn_edges(nodes: dict[str, tuple[str, str]], edges: list[tuple[str, str, s
         if source_class in ("backward", "special") and target_class != "none":
             triples.append((source_line, "leaf" if target_class == "leaf" else target_line, label))
     return sorted(triples)
+
+
+def module_graph(second_module: str) -> nx.MultiDiGraph:
+    """A graph with nested modules and a folded module, as capture_modules and collapse make them.
+
+    ``n1`` was made in ``encoder.layers.3``, ``n2`` in ``second_module``, and
+    ``encoder.layers.4`` is folded into one node, reached by an edge that stands for three.
+    """
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="root", root="loss", shape=[], dtype="float32", device="cpu")
+    graph.add_node("n1", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
+    graph.add_node("n2", kind="backward", op="NativeLayerNormBackward0", module=second_module)
+    graph.add_node("module:encoder.layers.4", kind="module", module="encoder.layers.4", num_nodes=7)
+    graph.add_edge("n0", "n2", key=0, next_index=0, input_nr=0)
+    graph.add_edge("n2", "module:encoder.layers.4", key=0, next_index=0, input_nr=0, count=3)
+    graph.add_edge("module:encoder.layers.4", "n1", key=0, next_index=0, input_nr=0)
+    return graph

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from cases import Case
 from torch import nn
 
-from cases import Case
 from gradexport.roots import collect_roots
 
 

@@ -1,7 +1,7 @@
 """One ``mkdocs build --strict`` of the project's site per test session, shared by the site tests.
 
-pytest's importlib mode does not put ``tests/`` on ``sys.path``; the site test
-modules add it and import :func:`built_site` from here. The fixture is then
+The site test modules import :func:`built_site` from here (``pythonpath =
+["tests"]`` in pyproject.toml puts this folder on ``sys.path``). The fixture is then
 defined in two modules, so the build itself is memoised per session folder.
 """
 

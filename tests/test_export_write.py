@@ -5,19 +5,16 @@ from __future__ import annotations
 import json as std_json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import networkx as nx
 import pytest
 import torch
+from format_fixtures import needs_dot  # noqa: E402
 
 import gradexport
 from gradexport import OutputError, RenderError
 from gradexport.formats import dot, mermaid
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import needs_dot  # noqa: E402
 
 
 def blog():

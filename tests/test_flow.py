@@ -7,13 +7,19 @@ from typing import Any
 import networkx as nx
 import pytest
 import torch
+from cases import CASES, Case
+from replay_cases import (
+    REPLAY_CASES,
+    custom_functions,
+    grad_outputs_for,
+    mlp_two_heads,
+    transformer_block,
+)
 from torch.autograd.graph import GradientEdge, Node
 
 import gradexport
-from cases import CASES, Case
 from gradexport.flow import GRAD_KEYS
 from gradexport.graph import trace
-from replay_cases import REPLAY_CASES, custom_functions, grad_outputs_for, mlp_two_heads, transformer_block
 
 EVERY_VALUE = 10**6
 

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import networkx as nx
 import pydot
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-
-import gradexport
-from gradexport.formats import DiagramOptions, dot
-from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, element_id, printable
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import (  # noqa: E402
+from format_fixtures import (
     FORMAT_CASES,
     case_graph,
     drawn_edges,
+    module_graph,
     named_graph,
     names,
     needs_dot,
@@ -28,6 +20,11 @@ from format_fixtures import (  # noqa: E402
     svg_text_lines,
     torch_edges,
 )
+from hypothesis import HealthCheck, given, settings
+
+import gradexport
+from gradexport.formats import DiagramOptions, dot
+from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, element_id, printable
 
 
 def label_lines(quoted: str) -> list[str]:
@@ -181,14 +178,7 @@ def test_module_path_is_shown_under_the_op_when_modules_are_not_boxed():
 
 @needs_dot
 def test_modules_are_nested_clusters_that_graphviz_draws():
-    graph = nx.MultiDiGraph()
-    graph.add_node("n0", kind="root", root="loss", shape=[], dtype="float32", device="cpu")
-    graph.add_node("n1", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
-    graph.add_node("n2", kind="backward", op="NativeLayerNormBackward0", module="encoder.norm")
-    graph.add_node("module:encoder.layers.4", kind="module", module="encoder.layers.4", num_nodes=7)
-    graph.add_edge("n0", "n2", key=0, next_index=0, input_nr=0)
-    graph.add_edge("n2", "module:encoder.layers.4", key=0, next_index=0, input_nr=0, count=3)
-    graph.add_edge("module:encoder.layers.4", "n1", key=0, next_index=0, input_nr=0)
+    graph = module_graph("encoder.norm")
     (parsed_graph,) = pydot.graph_from_dot_data(dot.to_dot(graph))
     (encoder,) = parsed_graph.get_subgraphs()
     assert encoder.get_label() == '"encoder"'

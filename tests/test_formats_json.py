@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json as std_json
-import sys
-from pathlib import Path
 
 import networkx as nx
 import pytest
 import torch
+from format_fixtures import FORMAT_CASES, case_graph, named_graph, names  # noqa: E402
 from hypothesis import given, settings
 
 import gradexport
 from gradexport.formats import json
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import FORMAT_CASES, case_graph, named_graph, names  # noqa: E402
 
 
 def assert_equal_graphs(left: nx.MultiDiGraph, right: nx.MultiDiGraph) -> None:

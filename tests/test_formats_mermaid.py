@@ -2,30 +2,27 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
-from pathlib import Path
 
 import networkx as nx
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-
-import gradexport
-from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
-from gradexport.formats.labels import GRAD_BAD_COLOR, element_id, printable
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import (  # noqa: E402
+from format_fixtures import (
     FORMAT_CASES,
     drawn_edges,
     mermaid_shown,
+    module_graph,
     named_graph,
     names,
     needs_mermaid,
     parse_mermaid,
     torch_edges,
 )
+from hypothesis import HealthCheck, given, settings
+
+import gradexport
+from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
+from gradexport.formats.labels import GRAD_BAD_COLOR, element_id, printable
 
 
 def drawing(result: dict) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str]]]:
@@ -133,14 +130,7 @@ def test_warns_above_mermaids_default_limits():
 
 @needs_mermaid
 def test_modules_are_nested_subgraphs_and_folded_modules_parse():
-    graph = nx.MultiDiGraph()
-    graph.add_node("n0", kind="root", root="loss", shape=[], dtype="float32", device="cpu")
-    graph.add_node("n1", kind="backward", op="AddmmBackward0", module="encoder.layers.3")
-    graph.add_node("n2", kind="backward", op="NativeLayerNormBackward0", module="end")
-    graph.add_node("module:encoder.layers.4", kind="module", module="encoder.layers.4", num_nodes=7)
-    graph.add_edge("n0", "n2", key=0, next_index=0, input_nr=0)
-    graph.add_edge("n2", "module:encoder.layers.4", key=0, next_index=0, input_nr=0, count=3)
-    graph.add_edge("module:encoder.layers.4", "n1", key=0, next_index=0, input_nr=0)
+    graph = module_graph("end")  # a module named like a Mermaid keyword
     (result,) = parse_mermaid([mermaid.to_mermaid(graph)])
     nodes, edges = drawing(result)
     folded = element_id("module:encoder.layers.4")
@@ -148,7 +138,7 @@ def test_modules_are_nested_subgraphs_and_folded_modules_parse():
     assert ("n2", folded, "0→0 ×3") in edges
     titles = {sub["id"]: (mermaid_shown(sub["title"])[0], sorted(sub["nodes"])) for sub in result["subgraphs"]}
     by_title = {title: members for title, members in titles.values()}
-    assert by_title["end"] == ["n2"]  # a module named like a Mermaid keyword
+    assert by_title["end"] == ["n2"]
     assert by_title["encoder.layers.3"] == ["n1"]
     layers = [sub_id for sub_id, (title, _) in titles.items() if title == "encoder.layers"]
     assert folded in by_title["encoder.layers"] and layers[0] in by_title["encoder"]

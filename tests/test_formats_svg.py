@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import shutil
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
+from format_fixtures import NASTY_NAMES, needs_dot, svg_text_lines  # noqa: E402
 
 import gradexport
 from gradexport.formats import GraphvizNotFoundError, RenderError, svg
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import NASTY_NAMES, needs_dot, svg_text_lines  # noqa: E402
 
 DOT = shutil.which("dot")
 

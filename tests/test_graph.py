@@ -10,10 +10,10 @@ import textwrap
 import networkx as nx
 import pytest
 import torch
+from cases import CASES, Case, Cube, multi_output
 from torch import nn
 
 import gradexport
-from cases import CASES, Case, Cube, multi_output
 from gradexport.graph import trace
 from gradexport.roots import collect_roots
 

@@ -8,10 +8,10 @@ import warnings
 import networkx as nx
 import pytest
 import torch
+from format_fixtures import needs_mermaid, parse_mermaid
 from torch import nn
 
 import gradexport
-from format_fixtures import needs_mermaid, parse_mermaid
 from gradexport.cli import main
 from gradexport.formats import MermaidSizeWarning
 

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from format_fixtures import needs_dot, svg_text_lines  # noqa: E402
 
 import gradexport
-
-sys.path.insert(0, str(Path(__file__).parent))
-from format_fixtures import needs_dot, svg_text_lines  # noqa: E402
 
 
 def blog():

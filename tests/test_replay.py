@@ -9,15 +9,15 @@ from typing import Any
 import networkx as nx
 import pytest
 import torch
+from cases import CASES, Case
+from replay_cases import REPLAY_CASES, grad_outputs_for
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.autograd.graph import GradientEdge
 
 import gradexport
-from cases import CASES, Case
 from gradexport.graph import trace
 from gradexport.roots import collect_roots
-from replay_cases import REPLAY_CASES, grad_outputs_for
 
 ALL_CASES: dict[str, Callable[[], Case]] = {**CASES, **REPLAY_CASES}
 

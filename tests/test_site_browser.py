@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,9 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))  # for site_fixtures; see its docstring
-from site_fixtures import BuiltSite, built_site  # noqa: E402,F401  (built_site is a fixture)
+from site_fixtures import BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
 pytestmark = pytest.mark.browser
 

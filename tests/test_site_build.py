@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import html
 import re
-import sys
-from pathlib import Path
 
 import torch
+from site_fixtures import REPO, BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
 from gradexport.mkdocs_plugin import find_blocks
-
-sys.path.insert(0, str(Path(__file__).parent))  # for site_fixtures; see its docstring
-from site_fixtures import REPO, BuiltSite, built_site  # noqa: E402,F401  (built_site is a fixture)
 
 DOCS = REPO / "docs"
 MERMAID = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>', re.S)

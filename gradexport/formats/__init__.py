@@ -19,7 +19,14 @@ from .files import OutputError, StagedFiles, atomic_open
 from .json import from_json, generate_json, read_json, to_json, write_json
 from .labels import DIRECTIONS, DiagramOptions
 from .mermaid import MermaidSizeWarning, generate_mermaid, to_mermaid, write_mermaid
-from .svg import GraphvizNotFoundError, RenderError, find_graphviz, render_svg, to_svg, write_svg
+from .svg import (
+    GraphvizNotFoundError,
+    RenderError,
+    find_graphviz,
+    render_svg,
+    to_svg,
+    write_svg,
+)
 
 __all__ = [
     "DIRECTIONS",

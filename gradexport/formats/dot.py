@@ -54,7 +54,14 @@ from typing import IO, TYPE_CHECKING
 import networkx as nx
 
 from .files import atomic_open
-from .labels import FONT, NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes, nest
+from .labels import (
+    FONT,
+    NODE_STYLES,
+    DiagramOptions,
+    diagram_edges,
+    diagram_nodes,
+    nest,
+)
 
 if TYPE_CHECKING:
     import pydot
