@@ -264,8 +264,13 @@ def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResul
             # A MkDocs warning, so that `mkdocs build --strict` stops on an example that warns.
             log.warning(f"{shown_as}:{block.start + 1}: the gradexport block on this line warned: "
                         f"{warning.category.__name__}: {warning.message}")
-        results.append(BlockResult(output.getvalue(), diagrams))
+        results.append(BlockResult(_ADDRESS.sub(" at 0x…", output.getvalue()), diagrams))
     return results
+
+
+# Python's default reprs (``<SumBackward0 object at 0x7f…>``) change on every
+# run; masking the address keeps the built site the same from build to build.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
