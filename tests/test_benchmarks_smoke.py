@@ -1,0 +1,54 @@
+"""The benchmark generators build the graphs they claim, counted by walking torch's own next_functions."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+import torch
+
+from benchmarks.generators import GENERATORS
+from benchmarks.tasks import walk, walk_multidigraph
+
+
+def torch_node_count(root: torch.Tensor) -> int:
+    """The root tensor plus every Node reachable through next_functions, without gradexport."""
+    seen = {root.grad_fn}
+    queue = deque(seen)
+    while queue:
+        for child, _ in queue.popleft().next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return 1 + len(seen)
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+@pytest.mark.parametrize("knob", [1, 2, 7])
+def test_generator_node_count(name: str, knob: int) -> None:
+    generator = GENERATORS[name]
+    root = generator.build(knob)
+    assert torch_node_count(root) == generator.nodes(knob)
+    assert walk(root) == generator.nodes(knob) - 1
+    assert walk_multidigraph(root).number_of_nodes() == generator.nodes(knob)
+
+
+def test_chain_of_n_steps_has_n_plus_2_nodes() -> None:
+    assert torch_node_count(GENERATORS["chain"].build(50)) == 52
+
+
+@pytest.mark.parametrize("name", sorted(GENERATORS))
+def test_knob_for_aims_at_the_size(name: str) -> None:
+    generator = GENERATORS[name]
+    for target in (1_000, 10_000, 1_000_000):
+        assert abs(generator.nodes(generator.knob_for(target)) - target) <= generator.per_unit / 2
+
+
+def test_floor_graph_keeps_parallel_edges() -> None:
+    x = torch.ones(2, requires_grad=True)
+    loss = (x + x).sum()
+    add = loss.grad_fn.next_functions[0][0]
+    graph = walk_multidigraph(loss)
+    (add_id,) = [node for node, op in graph.nodes(data="op") if op == type(add).__name__]
+    edges = [(key, data["input_nr"]) for _, _, key, data in graph.out_edges(add_id, keys=True, data=True)]
+    assert edges == [(index, input_nr) for index, (_, input_nr) in enumerate(add.next_functions)]
