@@ -24,7 +24,7 @@ TIME_COLUMNS = (
     ("walk", "walk"),
     ("walk_nx", "walk + nx"),
     ("construct", "construct"),
-    ("construct_lean", "no edge meta"),
+    ("construct_meta", "edge meta"),
     ("construct_saved", "saved=True"),
     ("record_gradients", "record grads"),
     ("dot", "DOT"),

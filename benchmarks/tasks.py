@@ -113,10 +113,10 @@ TASKS: tuple[Task, ...] = (
     Task("walk_nx", "walk + MultiDiGraph (floor 2)", "floor", lambda s: walk_multidigraph(s.root), memory=True),
     Task("construct", "to_networkx, defaults", "graph", lambda s: gradexport.to_networkx(s.root), memory=True),
     Task(
-        "construct_lean",
-        "to_networkx(edge_metadata=False)",
+        "construct_meta",
+        "to_networkx(edge_metadata=True)",
         "graph",
-        lambda s: gradexport.to_networkx(s.root, edge_metadata=False),
+        lambda s: gradexport.to_networkx(s.root, edge_metadata=True),
     ),
     Task("construct_saved", "to_networkx(saved=True)", "graph", lambda s: gradexport.to_networkx(s.root, saved=True)),
     Task(

@@ -259,7 +259,15 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
     bar.set_description(f"{_PROG}: tracing the graph")
     roots, params, module = split_result(result)
     try:
-        graph = trace(roots, params=params, module=module, show_none=args.show_none, saved=args.saved, caller=_PROG).graph
+        graph = trace(
+            roots,
+            params=params,
+            module=module,
+            show_none=args.show_none,
+            saved=args.saved,
+            edge_metadata=args.edge_shapes or "json" in args.formats,  # as gradexport.write would
+            caller=_PROG,
+        ).graph
     except RootError as error:
         raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
     except Exception as error:

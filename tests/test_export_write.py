@@ -37,7 +37,7 @@ def test_writes_every_format_into_a_new_folder_matching_the_text_functions(tmp_p
     assert {name: path.name for name, path in paths.items()} == {
         "dot": "graph.dot", "svg": "graph.svg", "mermaid": "graph.mmd", "json": "graph.json"
     }
-    graph = gradexport.to_networkx(loss, params=params)
+    graph = gradexport.to_networkx(loss, params=params, edge_metadata=True)  # as write() traces for JSON
     assert paths["dot"].read_text(encoding="utf-8") == gradexport.to_dot(graph)
     assert paths["mermaid"].read_text(encoding="utf-8") == gradexport.to_mermaid(graph)
     assert paths["json"].read_text(encoding="utf-8") == gradexport.to_json(graph)

@@ -65,7 +65,7 @@ def assert_faithful(case: Case, **options: object) -> nx.MultiDiGraph:
         assert rebuilt == expected
         assert len(out_edges) == len(node.next_functions) - (0 if options.get("show_none") else len(none_slots))
         for child, input_nr in node.next_functions:
-            if child is not None and options.get("edge_metadata", True):
+            if child is not None and options.get("edge_metadata"):
                 metadata = child._input_metadata[input_nr]
                 for _, target, data in graph.out_edges(node_id, data=True):
                     if target == ids[child] and data["input_nr"] == input_nr:
@@ -100,7 +100,8 @@ def assert_faithful(case: Case, **options: object) -> nx.MultiDiGraph:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_graph_reproduces_next_functions(name: str) -> None:
-    assert_faithful(CASES[name]())
+    graph = assert_faithful(CASES[name](), edge_metadata=True)
+    assert all("shape" in data for _, _, data in graph.edges(data=True))
 
 
 @pytest.mark.parametrize("name", ["none_slot", "multi_output", "mlp_tied", "lstm", "custom_function"])
@@ -366,7 +367,7 @@ def build_and_free_chain(length: int) -> tuple[int, int]:
     y = x
     for _ in range(length):
         y = y * 1.5
-    graph = gradexport.to_networkx(y, edge_metadata=False)
+    graph = gradexport.to_networkx(y)
     return graph.number_of_nodes(), graph.number_of_edges()
 
 
@@ -386,7 +387,7 @@ def test_freeing_a_deep_walked_chain_on_the_main_thread_is_the_torch_hazard_we_g
             y = x
             for _ in range(200_000):
                 y = y * 1.5
-            gradexport.to_networkx(y, edge_metadata=False)
+            gradexport.to_networkx(y)
         if sys.argv[1] == "guarded":
             gradexport.run_with_large_stack(work)
         else:

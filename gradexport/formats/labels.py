@@ -163,9 +163,6 @@ class DiagramEdge(NamedTuple):
     width: float | None = None
 
 
-_MODEL_ID = re.compile(r"n[0-9]+")
-
-
 def element_id(node: Any) -> str:
     """An id for ``node`` that DOT and Mermaid accept as is, distinct for distinct nodes.
 
@@ -177,7 +174,7 @@ def element_id(node: Any) -> str:
         >>> element_id("n12"), element_id("end"), element_id(3)
         ('n12', 'u27656e6427', 'u33')
     """
-    if isinstance(node, str) and _MODEL_ID.fullmatch(node):
+    if type(node) is str and node[:1] == "n" and node[1:].isascii() and node[1:].isdigit():
         return node
     return "u" + repr(node).encode("utf-8", "surrogatepass").hex()
 
@@ -362,23 +359,33 @@ def _preorder(children: dict[str | None, list[str]]) -> Iterator[str]:
 
 def diagram_edges(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[DiagramEdge]:
     """The edges to draw: the graph's, in its order (by parent, then ``next_functions`` position), then None slots drawn from ``none_slots``."""
-    scale = _GradScale.of(graph) if options.grad_norms else None
+    scale: _GradScale | None = None  # computed on the first edge that carries a gradient
     hide_none = options.show_none is False
     node_attributes = graph.nodes
-    for source, target, data in graph.edges(data=True):
-        if hide_none and node_attributes[target].get("kind") == "none":
-            continue
-        lines = [f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"]
-        if data.get("count", 1) > 1:
-            lines[0] += f" ×{data['count']}"
-        if options.edge_shapes and "shape" in data:
-            lines.append(tensor_text(data))
-        color = width = None
-        grad = data.get("grad") if scale is not None else None
-        if isinstance(grad, Mapping) and "norm" in grad:
-            lines.append(f"‖g‖ {grad['norm']:.3g}")
-            color, width = scale.style(grad)
-        yield DiagramEdge(element_id(source), element_id(target), tuple(map(printable, lines)), color, width)
+    ids = {node: element_id(node) for node in graph}
+    # The adjacency dicts directly rather than graph.edges(data=True): this loop
+    # runs once per edge of graphs with a million of them.
+    for source, targets in graph.succ.items():
+        for target, keyed in targets.items():
+            if hide_none and node_attributes[target].get("kind") == "none":
+                continue
+            for data in keyed.values():
+                first = f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"
+                if data.get("count", 1) > 1:
+                    first += f" ×{data['count']}"
+                grad = data.get("grad") if options.grad_norms else None
+                if grad is None and not options.edge_shapes:
+                    yield DiagramEdge(ids[source], ids[target], (first,))
+                    continue
+                lines = [first]
+                if options.edge_shapes and "shape" in data:
+                    lines.append(printable(tensor_text(data)))
+                color = width = None
+                if isinstance(grad, Mapping) and "norm" in grad:
+                    scale = scale or _GradScale.of(graph)
+                    lines.append(f"‖g‖ {grad['norm']:.3g}")
+                    color, width = scale.style(grad)
+                yield DiagramEdge(ids[source], ids[target], tuple(lines), color, width)
     if options.show_none:
         for node, attributes in graph.nodes(data=True):
             node_id = element_id(node)
@@ -394,10 +401,8 @@ class _GradScale:
         self.high = high
 
     @classmethod
-    def of(cls, graph: nx.MultiDiGraph) -> _GradScale | None:
+    def of(cls, graph: nx.MultiDiGraph) -> _GradScale:
         grads = [grad for _, _, grad in graph.edges(data="grad") if isinstance(grad, Mapping) and "norm" in grad]
-        if not grads:
-            return None
         logs = [math.log10(grad["norm"]) for grad in grads if not _is_bad(grad) and grad["norm"] > 0]
         return cls(min(logs, default=0.0), max(logs, default=0.0))
 
