@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sysconfig
 import warnings
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def test_program_order_prog_then_environment_then_dot_then_graphviz_pure(tmp_pat
 
 def test_without_graphviz_the_error_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(svg.sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path))  # no venv scripts
     monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
     w = torch.ones(1, requires_grad=True)
     with pytest.raises(GraphvizNotFoundError, match=r"apt-get install graphviz.*pip install gradexport\[svg\]"):
@@ -92,7 +94,23 @@ def test_a_failing_program_raises_with_its_message_and_warnings_are_passed_on(tm
         assert svg.render_svg("digraph {}", prog=chatty) == "<svg/>\n"
 
 
-@pytest.mark.skipif(shutil.which("graphviz-pure") is None, reason="graphviz-pure (pip install gradexport[svg]) not installed")
+def has_graphviz_pure() -> bool:
+    try:
+        svg.find_graphviz("graphviz-pure")
+    except svg.GraphvizNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not has_graphviz_pure(), reason="graphviz-pure (pip install gradexport[svg]) not installed")
+def test_graphviz_pure_is_found_beside_the_interpreter_without_an_activated_venv(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+    found = svg.find_graphviz()
+    assert Path(found).name == "graphviz-pure" and Path(found).parent == Path(sysconfig.get_path("scripts"))
+
+
+@pytest.mark.skipif(not has_graphviz_pure(), reason="graphviz-pure (pip install gradexport[svg]) not installed")
 def test_graphviz_pure_renders_with_known_font_metrics():
     loss, params = blog_loss()
     with warnings.catch_warnings(record=True) as caught:

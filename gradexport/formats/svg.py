@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sysconfig
 import warnings
 from typing import IO
 
@@ -50,6 +51,12 @@ class RenderError(RuntimeError):
     """Graphviz ran but failed; the message carries what it printed."""
 
 
+def _which(program: str) -> str | None:
+    # pip puts graphviz-pure next to this interpreter; that folder is on PATH
+    # only while its virtual environment is activated.
+    return shutil.which(program) or shutil.which(program, path=sysconfig.get_path("scripts"))
+
+
 def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
     """The path of the Graphviz program to use (see the module docstring for the order).
 
@@ -58,7 +65,7 @@ def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
     """
     chosen = prog if prog is not None else os.environ.get(ENV_VAR) or None
     if chosen is not None:
-        found = shutil.which(os.fspath(chosen))
+        found = _which(os.fspath(chosen))
         if found is None:
             origin = "prog" if prog is not None else ENV_VAR
             raise GraphvizNotFoundError(
@@ -66,7 +73,7 @@ def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
             )
         return found
     for name in _DEFAULT_PROGRAMS:
-        found = shutil.which(name)
+        found = _which(name)
         if found is not None:
             return found
     raise GraphvizNotFoundError(
