@@ -80,9 +80,12 @@ def _level(path: str) -> int:
 def collapse(graph: nx.MultiDiGraph, depth: int) -> nx.MultiDiGraph:
     """Fold every node whose module is at level ``depth`` or deeper into its level-``depth`` ancestor.
 
+    Collapses compose: folding an already collapsed graph to a shallower
+    depth gives what folding the original to that depth gives.
+
     The folded node has id ``"module:<path>"`` and attributes ``kind="module"``,
     ``module``, ``num_nodes`` and ``num_edges`` (what it hides), ``ops`` (op name
-    -> count) and ``names`` (the parameters inside). Nodes without ``module``
+    -> count) and ``names`` (the parameters inside, sorted). Nodes without ``module``
     (roots, unnamed inputs, the loss computed outside the model) stay. Edges
     between two kept nodes keep their key; edges leaving a module node are
     keyed 0, 1, ... and keep ``next_index`` and ``input_nr``; edges with the
@@ -120,11 +123,16 @@ def _regroup(
             path = str(group).removeprefix("module:")
             summary = groups[group] = {"kind": "module", "module": path, "num_nodes": 0, "num_edges": 0, "ops": Counter(), "names": []}
             result.add_node(group, **summary)
-        summary["num_nodes"] += 1
-        summary["ops"][data.get("op", data["kind"])] += 1
+        if data["kind"] == "module":  # folded before: add up what it stands for, so collapses compose
+            summary["num_nodes"] += data["num_nodes"]
+            summary["num_edges"] += data["num_edges"]
+            summary["ops"].update(data["ops"])
+        else:
+            summary["num_nodes"] += 1
+            summary["ops"][data.get("op", data["kind"])] += 1
         summary["names"].extend(data.get("names", ()))
     for group, summary in groups.items():
-        result.nodes[group].update(summary, ops=dict(sorted(summary["ops"].items())))
+        result.nodes[group].update(summary, ops=dict(sorted(summary["ops"].items())), names=sorted(summary["names"]))
     _merge_edges(graph, result, target_of, groups)
     result.graph.update(graph.graph, **graph_attributes)
     _retarget_roots(result, target_of)

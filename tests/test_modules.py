@@ -184,6 +184,23 @@ class ScaledByInput(nn.Module):
         return self.block(value) * value
 
 
+def edge_multiset(graph: nx.MultiDiGraph) -> list[tuple[object, ...]]:
+    return sorted((u, v, d["next_index"], d["input_nr"], d["count"]) for u, v, d in graph.edges(data=True))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_collapses_compose(name: str) -> None:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    with gradexport.capture_modules():
+        output = model(inputs)
+    graph = gradexport.to_networkx(output.sum(), module=model)
+    for deep, shallow in ((3, 2), (2, 1), (2, 0)):
+        direct, composed = gradexport.collapse(graph, shallow), gradexport.collapse(gradexport.collapse(graph, deep), shallow)
+        assert dict(direct.nodes(data=True)) == dict(composed.nodes(data=True))
+        assert edge_multiset(direct) == edge_multiset(composed)
+
+
 def test_collapsed_edges_keep_indices_and_multiplicity() -> None:
     model = ScaledByInput()
     x = torch.randn(2, 3, requires_grad=True)
