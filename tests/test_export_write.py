@@ -142,9 +142,7 @@ def test_write_dot_to_a_path_is_atomic_too(tmp_path, monkeypatch):
     assert leftovers(tmp_path) == []
 
 
-def test_svg_needs_graphviz_but_other_formats_do_not(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+def test_svg_needs_graphviz_but_other_formats_do_not(tmp_path, without_graphviz):
     w = torch.ones(1, requires_grad=True)
     assert len(gradexport.write(w * 2, tmp_path / "out", "dot,mermaid,json")) == 3
     with pytest.raises(gradexport.GraphvizNotFoundError):

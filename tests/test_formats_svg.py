@@ -70,10 +70,7 @@ def test_program_order_prog_then_environment_then_dot_then_graphviz_pure(tmp_pat
     assert {"w", "(1,)"} <= set(svg_text_lines(gradexport.to_svg(w * 2, params={"w": w})))
 
 
-def test_without_graphviz_the_error_says_how_to_install(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(svg.sysconfig, "get_path", lambda name, *args, **kwargs: str(tmp_path))  # no venv scripts
-    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+def test_without_graphviz_the_error_says_how_to_install(without_graphviz, monkeypatch):
     w = torch.ones(1, requires_grad=True)
     with pytest.raises(GraphvizNotFoundError, match=r"apt-get install graphviz.*pip install gradexport\[svg\]"):
         gradexport.to_svg(w * 2)

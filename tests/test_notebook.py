@@ -26,9 +26,7 @@ def test_a_notebook_gets_the_svg():
     assert {"x", "UnbindBackward0", "0→0", "1→1"} <= set(svg_text_lines(bundle["image/svg+xml"]))
 
 
-def test_without_graphviz_a_notebook_gets_mermaid(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+def test_without_graphviz_a_notebook_gets_mermaid(without_graphviz):
     loss, params = blog()
     graph = gradexport.to_networkx(loss, params=params)
     view = gradexport.show(graph, direction="BT")

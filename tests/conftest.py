@@ -1,0 +1,18 @@
+"""Fixtures shared by every test module."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def without_graphviz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Graphviz anywhere: an empty PATH, no GRADEXPORT_DOT, no scripts folder beside the interpreter."""
+    empty = tmp_path / "no-graphviz"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
+    monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(empty))
