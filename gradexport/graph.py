@@ -63,7 +63,7 @@ from torch.autograd.graph import Node
 
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
-from .saved import signed, summarize_saved, tensor_meta
+from .saved import signed, summarize_saved, tensor_meta, type_name
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Params", "RootError", "Trace", "to_networkx", "trace"]
 
@@ -370,19 +370,9 @@ class _Builder:
         return {"next_index": index, "input_nr": input_nr}
 
 
-_TYPE_NAMES: dict[torch.dtype | torch.device, str] = {}
-
-
-def _type_name(value: torch.dtype | torch.device) -> str:
-    name = _TYPE_NAMES.get(value)
-    if name is None:
-        name = _TYPE_NAMES[value] = str(value).removeprefix("torch.")
-    return name
-
-
 def _input_meta(node: Node) -> list[dict[str, Any]]:
     try:
         slots = node._input_metadata
     except (RuntimeError, AttributeError):  # not every node type exposes it
         return []
-    return [{"shape": list(slot.shape), "dtype": _type_name(slot.dtype), "device": _type_name(slot.device)} for slot in slots]
+    return [{"shape": list(slot.shape), "dtype": type_name(slot.dtype), "device": type_name(slot.device)} for slot in slots]

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.autograd.graph import Node
 
-__all__ = ["summarize_saved", "signed", "tensor_meta"]
+__all__ = ["signed", "summarize_saved", "tensor_meta", "type_name"]
 
 _SAVED = "_saved_"
 _RAW = "_raw_saved_"
@@ -32,13 +32,20 @@ def signed(value: int) -> int:
     return value - 2**64 if 2**63 <= value < 2**64 else value
 
 
+_TYPE_NAMES: dict[torch.dtype | torch.device, str] = {}
+
+
+def type_name(value: torch.dtype | torch.device) -> str:
+    """``"float32"`` for ``torch.float32``, ``"cpu"`` for a CPU device; cached, as graph building calls it per node."""
+    name = _TYPE_NAMES.get(value)
+    if name is None:
+        name = _TYPE_NAMES[value] = str(value).removeprefix("torch.")
+    return name
+
+
 def tensor_meta(tensor: torch.Tensor) -> dict[str, Any]:
     """Shape, dtype and device of a tensor as JSON-friendly values."""
-    return {
-        "shape": list(tensor.shape),
-        "dtype": str(tensor.dtype).removeprefix("torch."),
-        "device": str(tensor.device),
-    }
+    return {"shape": list(tensor.shape), "dtype": type_name(tensor.dtype), "device": type_name(tensor.device)}
 
 
 @lru_cache(maxsize=None)
