@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     import pydot
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "mermaid_graph", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "fitted_mermaid", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
@@ -125,30 +125,38 @@ def _shaped(graph: nx.MultiDiGraph, depth: int | None) -> nx.MultiDiGraph:
     return graph if depth is None else collapse(graph, depth)
 
 
-def _fits_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> bool:
-    if graph.number_of_edges() > mermaid.MAX_EDGES:
-        return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", mermaid.MermaidSizeWarning)
-        try:
-            mermaid.to_mermaid(graph, diagram)
-        except mermaid.MermaidSizeWarning:
-            return False
-    return True
+def _render_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> tuple[str, warnings.WarningMessage | None]:
+    """The Mermaid text of ``graph`` and the size warning it raised, if any (held back, not shown)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", mermaid.MermaidSizeWarning)
+        text = mermaid.to_mermaid(graph, diagram)
+    size_warnings = [warning for warning in caught if issubclass(warning.category, mermaid.MermaidSizeWarning)]
+    for warning in caught:
+        if warning not in size_warnings:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return text, size_warnings[0] if size_warnings else None
 
 
-def mermaid_graph(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> nx.MultiDiGraph:
-    """``graph``, or the deepest :func:`gradexport.collapse` of it that mermaid.js draws within its limits.
+def fitted_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions, fit: bool = True) -> str:
+    """Mermaid text of ``graph``, or of its deepest :func:`gradexport.collapse` that mermaid.js draws.
 
-    Warns with :class:`gradexport.MermaidSizeWarning` when it collapses. A
-    graph without module information, or one over the limits even folded
-    into one node, comes back as it is (and the Mermaid writer warns).
+    With ``fit`` and a graph over mermaid.js's limits that knows its modules,
+    the text is that of the deepest collapse within the limits, with a
+    :class:`gradexport.MermaidSizeWarning` saying so. Otherwise it is the
+    whole graph's text, with the writer's size warning when it is over the
+    limits. Each candidate is rendered once; a graph with more edges than
+    the limit is not rendered whole unless no collapse fits.
     """
-    if _fits_mermaid(graph, diagram) or all(path is None for _, path in graph.nodes(data="module")):
-        return graph
+    has_modules = fit and any(path is not None for _, path in graph.nodes(data="module"))
+    full: tuple[str, warnings.WarningMessage | None] | None = None
+    if not has_modules or graph.number_of_edges() <= mermaid.MAX_EDGES:
+        full = _render_mermaid(graph, diagram)
+        if full[1] is None or not has_modules:
+            return _shown(*full)
     for depth in range(module_depth(graph), -1, -1):
         candidate = collapse(graph, depth)
-        if _fits_mermaid(candidate, diagram):
+        text, too_large = _render_mermaid(candidate, diagram)
+        if too_large is None:
             warnings.warn(
                 mermaid.MermaidSizeWarning(
                     f"the full Mermaid diagram ({graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges) "
@@ -158,8 +166,14 @@ def mermaid_graph(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> nx.MultiDi
                 ),
                 stacklevel=3,
             )
-            return candidate
-    return graph
+            return text
+    return _shown(*(full or _render_mermaid(graph, diagram)))
+
+
+def _shown(text: str, size_warning: warnings.WarningMessage | None) -> str:
+    if size_warning is not None:
+        warnings.warn(size_warning.message, stacklevel=4)
+    return text
 
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
@@ -177,7 +191,7 @@ def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
 def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
     graph, diagram = as_graph(graph_or_roots, caller="to_mermaid", **options)
-    return mermaid.to_mermaid(mermaid_graph(graph, diagram) if options.get("fit", True) else graph, diagram)
+    return fitted_mermaid(graph, diagram, options.get("fit", True))
 
 
 def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
@@ -241,9 +255,7 @@ def write(
     writers: dict[str, Callable[[IO[str]], None]] = {
         "dot": lambda file: dot.write_dot(graph, file, diagram),
         "svg": lambda file: svg.write_svg(graph, file, diagram, prog),
-        "mermaid": lambda file: mermaid.write_mermaid(
-            mermaid_graph(graph, diagram) if options.get("fit", True) else graph, file, diagram
-        ),
+        "mermaid": lambda file: file.write(fitted_mermaid(graph, diagram, options.get("fit", True))),
         "json": lambda file: json.write_json(graph, file),
     }
     with _progress_bar(progress, len(names)) as bar, StagedFiles() as staged:

@@ -377,11 +377,11 @@ def test_million_node_chain_without_recursion_error_on_a_large_stack() -> None:
 
 
 def test_freeing_a_deep_walked_chain_on_the_main_thread_is_the_torch_hazard_we_guard_against() -> None:
-    # Documents why run_with_large_stack exists: the same work on the main thread of a child
-    # process with an 8 MiB stack dies with SIGSEGV when the chain is freed.
+    # Documents why run_with_large_stack exists: the same work on a thread with the main
+    # thread's usual 8 MiB stack dies with SIGSEGV (in a child process) when the chain is freed.
     program = textwrap.dedent(
         """
-        import resource, sys, threading, torch, gradexport
+        import sys, threading, torch, gradexport
         def work():
             x = torch.zeros(1, requires_grad=True)
             y = x
