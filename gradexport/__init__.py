@@ -19,7 +19,7 @@ from .formats import (
     RenderError,
     from_json,
 )
-from .graph import KINDS, SPECIAL_KINDS, to_networkx
+from .graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
 from .modules import capture_modules
 from .notebook import GraphView, show
 from .roots import Root, RootError, collect_roots
@@ -27,6 +27,7 @@ from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_re
 from .stack import run_with_large_stack
 
 __all__ = [
+    "GraphStream",
     "GraphTooLargeError",
     "KINDS",
     "SPECIAL_KINDS",

@@ -49,7 +49,8 @@ import networkx as nx
 from .formats import dot, json, mermaid, svg
 from .formats.files import StagedFiles
 from .formats.labels import DiagramOptions
-from .graph import trace
+from .formats.source import GraphSource
+from .graph import GraphStream, gc_paused
 from .roots import Roots
 from .simplify import collapse, module_depth
 
@@ -92,12 +93,27 @@ def as_graph(
         >>> graph.number_of_nodes(), options.direction
         (3, 'LR')
     """
+    graph, diagram = _prepare(graph_or_roots, caller, edge_metadata, options, stream=False)
+    assert isinstance(graph, nx.MultiDiGraph)  # stream=False
+    return graph, diagram
+
+
+def _prepare(
+    graph_or_roots: GraphOrRoots, caller: str, edge_metadata: bool, options: dict[str, Any], *, stream: bool
+) -> tuple[GraphSource, DiagramOptions]:
+    """:func:`as_graph`; with ``stream``, roots that need no collapsing become a :class:`GraphStream`.
+
+    A writer draws a stream while it walks the autograd graph, with no
+    MultiDiGraph in between: two to three times faster, and the graph is
+    never in memory twice. The text is the same.
+    """
     known = DiagramOptions.names() + _MODEL_OPTIONS + _SHAPE_OPTIONS
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(f"gradexport.{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
     diagram = DiagramOptions(**{name: options[name] for name in DiagramOptions.names() if name in options})
     model = {name: options[name] for name in _MODEL_OPTIONS if name in options}
+    depth = options.get("depth")
     if isinstance(graph_or_roots, nx.Graph):
         if not isinstance(graph_or_roots, nx.MultiDiGraph):
             raise TypeError(
@@ -109,23 +125,27 @@ def as_graph(
                 f"gradexport.{caller}(): {' and '.join(model)} name leaves while tracing roots; "
                 "this is a graph already, built with its names"
             )
-        return _shaped(graph_or_roots, options.get("depth")), diagram
-    graph = trace(
+        return _shaped(graph_or_roots, depth), diagram
+    walk = GraphStream(
         graph_or_roots,
         show_none=bool(diagram.show_none),
         saved=bool(diagram.show_saved),
         edge_metadata=edge_metadata or diagram.edge_shapes,
         caller=f"gradexport.{caller}",
         **model,
-    ).graph
-    return _shaped(graph, options.get("depth")), diagram
+    )
+    if stream and depth is None:
+        return walk, diagram
+    with gc_paused():
+        graph = walk.to_networkx()
+    return _shaped(graph, depth), diagram
 
 
 def _shaped(graph: nx.MultiDiGraph, depth: int | None) -> nx.MultiDiGraph:
     return graph if depth is None else collapse(graph, depth)
 
 
-def _render_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> tuple[str, warnings.WarningMessage | None]:
+def _render_mermaid(graph: GraphSource, diagram: DiagramOptions) -> tuple[str, warnings.WarningMessage | None]:
     """The Mermaid text of ``graph`` and the size warning it raised, if any (held back, not shown)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", mermaid.MermaidSizeWarning)
@@ -137,7 +157,7 @@ def _render_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions) -> tuple[st
     return text, size_warnings[0] if size_warnings else None
 
 
-def fitted_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions, fit: bool = True) -> str:
+def fitted_mermaid(graph: GraphSource, diagram: DiagramOptions, fit: bool = True) -> str:
     """Mermaid text of ``graph``, or of its deepest :func:`gradexport.collapse` that mermaid.js draws.
 
     With ``fit`` and a graph over mermaid.js's limits that knows its modules,
@@ -145,9 +165,10 @@ def fitted_mermaid(graph: nx.MultiDiGraph, diagram: DiagramOptions, fit: bool = 
     :class:`gradexport.MermaidSizeWarning` saying so. Otherwise it is the
     whole graph's text, with the writer's size warning when it is over the
     limits. Each candidate is rendered once; a graph with more edges than
-    the limit is not rendered whole unless no collapse fits.
+    the limit is not rendered whole unless no collapse fits. A stream (see
+    :mod:`gradexport.formats.source`) is drawn whole.
     """
-    has_modules = fit and any(path is not None for _, path in graph.nodes(data="module"))
+    has_modules = fit and isinstance(graph, nx.Graph) and any(path is not None for _, path in graph.nodes(data="module"))
     full: tuple[str, warnings.WarningMessage | None] | None = None
     if not has_modules or graph.number_of_edges() <= mermaid.MAX_EDGES:
         full = _render_mermaid(graph, diagram)
@@ -178,32 +199,37 @@ def _shown(text: str, size_warning: warnings.WarningMessage | None) -> str:
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Graphviz DOT text (see :mod:`gradexport.formats.dot` for the legend)."""
-    graph, diagram = as_graph(graph_or_roots, caller="to_dot", **options)
-    return dot.to_dot(graph, diagram)
+    source, diagram = _prepare(graph_or_roots, "to_dot", False, options, stream=True)
+    with gc_paused():
+        return dot.to_dot(source, diagram)
 
 
 def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
     """The DOT of :func:`to_dot` as a :class:`pydot.Dot` (parsing costs time on large graphs)."""
-    graph, diagram = as_graph(graph_or_roots, caller="to_pydot", **options)
-    return dot.to_pydot(graph, diagram)
+    source, diagram = _prepare(graph_or_roots, "to_pydot", False, options, stream=True)
+    return dot.to_pydot(source, diagram)
 
 
 def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
-    graph, diagram = as_graph(graph_or_roots, caller="to_mermaid", **options)
-    return fitted_mermaid(graph, diagram, options.get("fit", True))
+    fit = options.get("fit", True)
+    # Only a graph traced with module= has modules to fold, and folding needs the whole graph.
+    source, diagram = _prepare(graph_or_roots, "to_mermaid", False, options, stream=not (fit and "module" in options))
+    with gc_paused():
+        return fitted_mermaid(source, diagram, fit)
 
 
 def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
     """SVG text rendered by Graphviz; ``prog`` picks the program (see :mod:`gradexport.formats.svg`)."""
-    graph, diagram = as_graph(graph_or_roots, caller="to_svg", **options)
-    return svg.to_svg(graph, diagram, prog)
+    source, diagram = _prepare(graph_or_roots, "to_svg", False, options, stream=True)
+    return svg.to_svg(source, diagram, prog)
 
 
 def to_json(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph."""
-    graph, _ = as_graph(graph_or_roots, caller="to_json", edge_metadata=True, **options)
-    return json.to_json(graph)
+    source, _ = _prepare(graph_or_roots, "to_json", True, options, stream=True)
+    with gc_paused():
+        return json.to_json(source)
 
 
 def write(

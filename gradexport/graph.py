@@ -65,7 +65,7 @@ from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta, type_name
 
-__all__ = ["KINDS", "SPECIAL_KINDS", "Params", "RootError", "Trace", "to_networkx", "trace"]
+__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
 #: Values of the node attribute ``kind``.
 KINDS = ("root", "backward", "leaf", "none")
@@ -173,20 +173,12 @@ def trace(
         >>> result.ids[loss.grad_fn]
         'n1'
     """
-    root_list = collect_roots(roots, caller=caller)
-    if module is not None and not isinstance(module, torch.nn.Module):
-        raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
-    builder = _Builder(
-        names_by_tensor=_leaf_names(params, module),
-        module_names=qualified_names(module) if module is not None else None,
-        leaf_modules=_leaf_modules(module) if module is not None else {},
-        show_none=show_none,
-        saved=saved,
-        edge_metadata=edge_metadata,
+    stream = GraphStream(
+        roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata, caller=caller
     )
-    with _gc_paused():
-        graph = builder.build(root_list)
-    return Trace(graph, builder.ids, root_list)
+    with gc_paused():
+        graph = stream.to_networkx()
+    return Trace(graph, stream.ids, stream.roots)
 
 
 def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[int, list[str]]:
@@ -215,7 +207,7 @@ def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     # The cyclic GC rescans the growing graph's dicts again and again: building
     # a 10^5-node graph takes 1.6 to 2 times longer with it running.
     was_enabled = gc.isenabled()
@@ -231,134 +223,218 @@ NextFunctions = tuple[tuple[Node | None, int], ...]
 
 
 @lru_cache(maxsize=None)
-def _special_of(node_type: type) -> str | None:
-    special = _SPECIAL_BY_OP.get(node_type.__name__)
+def _type_facts(node_type: type) -> tuple[str, str | None]:
+    """``op`` and ``special`` of every Node of this type."""
+    op = node_type.__name__
+    special = _SPECIAL_BY_OP.get(op)
     if special is None and issubclass(node_type, torch.autograd.function.BackwardCFunction):
-        return "custom_function"
-    return special
+        special = "custom_function"
+    return op, special
 
 
-class _Builder:
-    """One breadth-first pass that assigns ids, adds nodes on discovery and edges on expansion.
+#: One node of the graph as :class:`GraphStream` yields it: its id, its attribute
+#: dict and its out-edges ``{target: {key: edge attributes}}``, exactly as the
+#: MultiDiGraph holds them (``graph.nodes[id]`` and ``graph.succ[id]``).
+Adjacency = tuple[str, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]
+
+
+class GraphStream:
+    """The graph of :func:`to_networkx`, one node at a time, without building it.
+
+    Iterating yields an :data:`Adjacency` per node, in id order, each once
+    its out-edges are known; after the last one, :attr:`graph_attributes`
+    holds the graph attributes and :attr:`ids` the Node of every id.
+    :func:`trace` stores these records in a MultiDiGraph; the writers can
+    also draw them as they come (``gradexport.to_dot(tensor)`` does), which
+    keeps a second copy of the graph out of memory. A stream can be
+    iterated once, and holds the Nodes it walks until it is dropped.
 
     This is the hot loop of every export (about a million iterations for a
     large model), so it is written for speed: each Node's ``next_functions`` is
-    read once and carried in the queue with the node's attribute dict, per-type
-    facts and dtype/device strings are cached, and nodes and edges go straight
-    into the MultiDiGraph's documented dict-of-dicts storage (``_node``,
-    ``_succ``, ``_pred``), which skips ``add_node``/``add_edge``'s per-call
-    checks and copies and halves the cost of building the graph.
+    read once and carried in the queue with the node's attribute dict, and
+    per-type facts and dtype/device strings are cached.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> stream = GraphStream((x * 2).sum())
+        >>> [(node_id, attributes["kind"], list(out)) for node_id, attributes, out in stream]
+        [('n0', 'root', ['n1']), ('n1', 'backward', ['n2']), ('n2', 'backward', ['n3']), ('n3', 'leaf', [])]
+        >>> stream.graph_attributes["num_edges"]
+        3
     """
+
+    #: Every id is ``n`` followed by digits (see :mod:`gradexport.formats.source`).
+    model_ids = True
 
     def __init__(
         self,
+        roots: Roots,
         *,
-        names_by_tensor: dict[int, list[str]],
-        module_names: dict[int, str] | None,
-        leaf_modules: dict[int, str],
-        show_none: bool,
-        saved: bool,
-        edge_metadata: bool,
+        params: Params | None = None,
+        module: torch.nn.Module | None = None,
+        show_none: bool = False,
+        saved: bool = False,
+        edge_metadata: bool = False,
+        caller: str = "GraphStream",
     ):
-        self.names_by_tensor = names_by_tensor
-        self.module_names = module_names
-        self.leaf_modules = leaf_modules
+        self.roots = collect_roots(roots, caller=caller)
+        if module is not None and not isinstance(module, torch.nn.Module):
+            raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
+        self.names_by_tensor = _leaf_names(params, module)
+        self.module_names = qualified_names(module) if module is not None else None
+        self.leaf_modules = _leaf_modules(module) if module is not None else {}
         self.show_none = show_none
         self.saved = saved
         self.edge_metadata = edge_metadata
-        self.graph = nx.MultiDiGraph()
+        #: Node id of every backward and leaf Node reached so far.
         self.ids: dict[Node, str] = {}
-        self.queue: deque[tuple[str, NextFunctions, dict[str, Any]]] = deque()
+        #: The graph attributes (see the module docstring), complete once the stream is exhausted.
+        self.graph_attributes: dict[str, Any] = {}
+        self.node_count = 0
         self.edge_count = 0
         self.none_slot_count = 0
+        self.started = False
+        # Queued nodes: id, the next_functions still to expand, attributes, and
+        # the out-edges already known (a root tensor's, drawn when it is named).
+        self.queue: deque[tuple[str, NextFunctions, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]] = deque()
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
 
-    def add_node(self, attributes: dict[str, Any]) -> str:
-        graph = self.graph
-        node_id = f"n{len(graph._node)}"
-        graph._node[node_id] = attributes
-        graph._succ[node_id] = {}
-        graph._pred[node_id] = {}
-        return node_id
-
-    def add_edge(self, source: str, target: str, key: int, attributes: dict[str, Any]) -> None:
-        keyed = self.graph._succ[source].get(target)
-        if keyed is None:
-            keyed = self.graph._succ[source][target] = self.graph._pred[target][source] = {}
-        keyed[key] = attributes
-        self.edge_count += 1
-
-    def build(self, roots: list[Root]) -> nx.MultiDiGraph:
-        graph = self.graph
+    def __iter__(self) -> Iterator[Adjacency]:
+        if self.started:
+            raise RuntimeError("a GraphStream can be iterated only once; create a new one")
+        self.started = True
         root_records: list[dict[str, Any]] = []
-        for root in roots:
+        for root in self.roots:
             if root.tensor is not None and not root.is_leaf_tensor:
-                tensor_id = self.add_node({"kind": "root", "root": root.name, **tensor_meta(root.tensor)})
-                self.add_edge(tensor_id, self.discover(root.node), 0, self.edge_attributes(0, root.node, root.input_nr))
+                tensor_id = self.new_id()
+                out: dict[str, dict[int, dict[str, Any]]] = {}
+                self.queue.append((tensor_id, (), {"kind": "root", "root": root.name, **tensor_meta(root.tensor)}, out))
+                out[self.discover(root.node)] = {0: self.edge_attributes(0, root.node, root.input_nr)}
+                self.edge_count += 1
                 root_records.append({"name": root.name, "node": tensor_id, "input_nr": root.input_nr})
             else:
                 root_records.append({"name": root.name, "node": self.discover(root.node), "input_nr": root.input_nr})
-        queue = self.queue
+        # The expansion of each node is written out here, with local counters,
+        # rather than in methods: a third of the walk's time went to calls.
+        queue, ids, discover, show_none = self.queue, self.ids, self.discover, self.show_none
+        edge_attributes = self.edge_attributes if self.edge_metadata else None
+        edge_count, none_slot_count = self.edge_count, 0
         while queue:
-            self.expand(*queue.popleft())
-        nx._clear_cache(graph)
-        graph.graph.update(
+            source, next_functions, attributes, out = queue.popleft()
+            for index, (child, input_nr) in enumerate(next_functions):
+                if child is None:
+                    none_slot_count += 1
+                    if "none_slots" in attributes:
+                        attributes["none_slots"].append(index)
+                    else:
+                        attributes["none_slots"] = [index]
+                    if show_none:
+                        out[self.none_node()] = {index: {"next_index": index, "input_nr": input_nr}}
+                        edge_count += 1
+                    continue
+                target = ids.get(child) or discover(child)
+                keyed = out.get(target)
+                if keyed is None:
+                    keyed = out[target] = {}
+                if edge_attributes is None:
+                    keyed[index] = {"next_index": index, "input_nr": input_nr}
+                else:
+                    keyed[index] = edge_attributes(index, child, input_nr)
+                edge_count += 1
+            yield source, attributes, out
+        self.edge_count, self.none_slot_count = edge_count, none_slot_count
+        self.graph_attributes.update(
             torch_version=torch.__version__,
             roots=root_records,
-            num_nodes=len(graph._node),
+            num_nodes=self.node_count,
             num_edges=self.edge_count,
             num_none_slots=self.none_slot_count,
         )
+
+    def to_networkx(self) -> nx.MultiDiGraph:
+        """Store the whole stream in the MultiDiGraph that :func:`to_networkx` returns.
+
+        The records go straight into the graph's documented dict-of-dicts
+        storage (``_node``, ``_succ``, ``_pred``): they already have its shape,
+        and ``add_node``/``add_edge``'s per-call checks and copies would double
+        the cost of building the graph.
+        """
+        graph = nx.MultiDiGraph()
+        nodes, successors, predecessors = graph._node, graph._succ, graph._pred
+        for node_id, attributes, out in self:
+            nodes[node_id] = attributes
+            successors[node_id] = out
+            if node_id not in predecessors:
+                predecessors[node_id] = {}
+            for target, keyed in out.items():
+                sources = predecessors.get(target)
+                if sources is None:
+                    sources = predecessors[target] = {}
+                sources[node_id] = keyed
+        # Targets got their entry when first reached, which can be before a root
+        # with a smaller id: put them in id order, as add_node would have.
+        graph._pred = {node_id: predecessors[node_id] for node_id in nodes}
+        nx._clear_cache(graph)
+        graph.graph.update(self.graph_attributes)
         return graph
+
+    def new_id(self) -> str:
+        node_id = f"n{self.node_count}"
+        self.node_count += 1
+        return node_id
 
     def discover(self, node: Node) -> str:
         node_id = self.ids.get(node)
         if node_id is None:
             next_functions = node.next_functions
-            attributes = self.node_attributes(node, next_functions)
-            node_id = self.ids[node] = self.add_node(attributes)
-            self.queue.append((node_id, next_functions, attributes))
+            node_id = self.ids[node] = f"n{self.node_count}"
+            self.node_count += 1
+            self.queue.append((node_id, next_functions, self.node_attributes(node, next_functions), {}))
         return node_id
 
     def node_attributes(self, node: Node, next_functions: NextFunctions) -> dict[str, Any]:
-        node_type = type(node)
+        op, special = _type_facts(type(node))
         sequence_nr = node._sequence_nr()
-        attributes: dict[str, Any] = {
-            "kind": "backward",
-            "op": node_type.__name__,
-            "torch_name": node.name(),
-            "sequence_nr": sequence_nr if sequence_nr < 2**63 else signed(sequence_nr),
-            "num_next": len(next_functions),
-        }
-        special = _special_of(node_type)
-        if special is not None:
-            attributes["special"] = special
-        if node_type.__name__ == "AccumulateGrad":
+        if sequence_nr >= 2**63:
+            sequence_nr = signed(sequence_nr)
+        if op == "AccumulateGrad":
             variable = node.variable
-            attributes["kind"] = "leaf"
-            attributes.update(tensor_meta(variable))
-            attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
+            attributes: dict[str, Any] = {
+                "kind": "leaf",
+                "op": op,
+                "torch_name": node.name(),
+                "sequence_nr": sequence_nr,
+                "num_next": len(next_functions),
+                **tensor_meta(variable),
+                "names": list(self.names_by_tensor.get(id(variable), ())),
+            }
             owner = self.leaf_modules.get(id(variable))
             if owner is not None:
                 attributes["module"] = owner
-        elif self.module_names is not None:
-            tagged = module_of(node)
-            if tagged is not None and id(tagged) in self.module_names:
-                attributes["module"] = self.module_names[id(tagged)]
+        else:
+            attributes = {
+                "kind": "backward",
+                "op": op,
+                "torch_name": node.name(),
+                "sequence_nr": sequence_nr,
+                "num_next": len(next_functions),
+            }
+            if special is not None:
+                attributes["special"] = special
+            if self.module_names is not None:
+                tagged = module_of(node)
+                if tagged is not None and id(tagged) in self.module_names:
+                    attributes["module"] = self.module_names[id(tagged)]
         if self.saved:
             attributes["saved"] = summarize_saved(node)
         return attributes
 
-    def expand(self, source: str, next_functions: NextFunctions, attributes: dict[str, Any]) -> None:
-        for index, (child, input_nr) in enumerate(next_functions):
-            if child is not None:
-                self.add_edge(source, self.discover(child), index, self.edge_attributes(index, child, input_nr))
-                continue
-            attributes.setdefault("none_slots", []).append(index)
-            self.none_slot_count += 1
-            if self.show_none:
-                none_id = self.add_node({"kind": "none"})
-                self.add_edge(source, none_id, index, {"next_index": index, "input_nr": input_nr})
+    def none_node(self) -> str:
+        """A new ``kind="none"`` node, queued so that it keeps its place in id order."""
+        none_id = self.new_id()
+        self.queue.append((none_id, (), {"kind": "none"}, {}))
+        return none_id
 
     def edge_attributes(self, index: int, target: Node, input_nr: int | None) -> dict[str, Any]:
         if self.edge_metadata and input_nr is not None:

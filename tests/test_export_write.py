@@ -134,9 +134,15 @@ def test_bad_arguments(tmp_path):
 def test_write_dot_to_a_path_is_atomic_too(tmp_path, monkeypatch):
     target = tmp_path / "g.dot"
     target.write_text("old")
-    monkeypatch.setattr(dot, "diagram_edges", lambda graph, options: iter([None]))
+    drawn = dot.diagram
+
+    def fails_after_the_nodes(graph, options):
+        yield from drawn(graph, options)
+        raise RuntimeError("failed halfway")
+
+    monkeypatch.setattr(dot, "diagram", fails_after_the_nodes)
     w = torch.ones(1, requires_grad=True)
-    with pytest.raises(AttributeError):
+    with pytest.raises(RuntimeError, match="halfway"):
         dot.write_dot(gradexport.to_networkx(w * 2), target)
     assert target.read_text() == "old"
     assert leftovers(tmp_path) == []

@@ -55,8 +55,11 @@ def parsed(dot_text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, s
     scopes = [graph]
     for scope in scopes:  # module clusters nest: read every subgraph's nodes too
         scopes.extend(scope.get_subgraphs())
+    node_defaults: dict[str, str] = {}
+    for defaults in graph.get_node_defaults():  # the `node [...]` statement: backward functions' look
+        node_defaults.update(defaults)
     nodes = {
-        node.get_name().strip('"'): (node.get("class").strip('"'), label_lines(node.get_label())[0])
+        node.get_name().strip('"'): ((node.get("class") or node_defaults["class"]).strip('"'), label_lines(node.get_label())[0])
         for scope in scopes
         for node in scope.get_nodes()
         if node.get_name() not in ("node", "edge", "graph")

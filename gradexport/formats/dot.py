@@ -25,7 +25,8 @@ default direction ``TB`` the loss is at the top.
 
 The text is written directly rather than through pydot's object model, which
 costs about 25 µs per element (30 s for a million), and streams line by
-line. Node ids are opaque quoted ids (``"n3"``); names appear only inside
+line. A backward function's look is the default of the ``node`` statement,
+so its line holds only its label; other nodes set their class and style. Node ids are opaque quoted ids (``"n3"``); names appear only inside
 labels, escaped (``\\``, ``"``, and ``&``, which Graphviz would otherwise read
 as the start of an HTML entity).
 
@@ -38,8 +39,9 @@ Example:
     >>> print(to_dot(g))  # doctest: +ELLIPSIS
     digraph autograd {
       graph [rankdir="TB", ...];
+      node [..., class="backward", shape="box", style="rounded,filled", ...];
       ...
-      "n0" [label="SumBackward0", class="backward", ...];
+      "n0" [label="SumBackward0"];
       "n1" [label="say \\"hi\\"\\n()", class="leaf", ...];
       "n0" -> "n1" [label="0→0"];
     }
@@ -48,20 +50,20 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, TYPE_CHECKING
-
-import networkx as nx
 
 from .files import atomic_open
 from .labels import (
     FONT,
     NODE_STYLES,
+    DiagramNode,
     DiagramOptions,
-    diagram_edges,
-    diagram_nodes,
-    nest,
+    EdgeLook,
+    ModuleBoxes,
+    diagram,
 )
+from .source import GraphSource
 
 if TYPE_CHECKING:
     import pydot
@@ -79,39 +81,76 @@ _SHAPES = {
     "subroutine": ('"box3d"', '"filled"'),
 }
 
-_NODE_ATTRIBUTES = {
+_STYLE_ATTRIBUTES = {
     name: (
         f'class="{name}", shape={_SHAPES[style.shape][0]}, style={_SHAPES[style.shape][1]}, '
         f'fillcolor="{style.fill}", color="{style.stroke}", fontcolor="{style.text}"'
     )
     for name, style in NODE_STYLES.items()
 }
+# Most nodes are backward functions: their style is the default in the
+# ``node [...]`` statement, so their lines carry only a label (a third of the
+# text, and of the time to write it, for a large graph).
+_DEFAULT_STYLE = "backward"
+_NODE_ATTRIBUTES = {name: "" if name == _DEFAULT_STYLE else ", " + text for name, text in _STYLE_ATTRIBUTES.items()}
 
 
 _CLUSTER_ATTRIBUTES = 'labeljust="l"; style="rounded,dashed"; color="#9575cd"; fontcolor="#4527a0"; fontsize="10";'
 
 
-def quote(lines: Iterable[str]) -> str:
+def quote(lines: Sequence[str]) -> str:
     """A DOT quoted string showing ``lines`` literally, one per line.
 
     Example:
         >>> print(quote(["a\\\\b", "<i>&amp;"]))
         "a\\\\b\\n<i>&amp;amp;"
     """
+    if len(lines) == 1:  # most labels: no generator to set up
+        return f'"{lines[0].translate(_ESCAPES)}"'
     return '"' + "\\n".join(line.translate(_ESCAPES) for line in lines) + '"'
 
 
-def generate_dot(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> Iterator[str]:
-    """Yield the DOT text of ``graph`` line by line (without newlines)."""
+def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
+    """Yield the DOT text of ``graph`` (a graph or a stream, see :mod:`~gradexport.formats.source`) line by line, without newlines.
+
+    Nodes come first, as the graph orders them (module boxes after the nodes
+    outside any box), then the edges, which are held until the nodes are
+    written: an edge inside a cluster's braces would pull both its ends into
+    that cluster.
+    """
     options = options or DiagramOptions()
     yield "digraph autograd {"
     yield f'  graph [rankdir="{options.direction}", fontname="{FONT}", nodesep="0.3", ranksep="0.4"];'
-    yield f'  node [fontname="{FONT}", fontsize="11", margin="0.12,0.04", height="0.3"];'
+    yield f'  node [fontname="{FONT}", fontsize="11", margin="0.12,0.04", height="0.3", {_STYLE_ATTRIBUTES[_DEFAULT_STYLE]}];'
     yield f'  edge [fontname="{FONT}", fontsize="9", color="#616161", fontcolor="#424242", arrowsize="0.7"];'
+    edge_lines: list[str] = []
+    # Many nodes and edges look alike (the same op, the same 0→0): the text
+    # of each look is made once.
+    node_texts: dict[tuple[str, tuple[str, ...]], str] = {}
+    edge_texts: dict[EdgeLook, str] = {}
+
+    def node_line(node: DiagramNode, indent: str) -> str:
+        look = node[1:3]  # (style, lines)
+        text = node_texts.get(look)
+        if text is None:
+            text = node_texts[look] = f"label={quote(node.lines)}{_NODE_ATTRIBUTES[node.style]}"
+        return f'{indent}"{node.id}" [{text}];'
+
+    boxes = ModuleBoxes()
+    for node in diagram(graph, options):
+        for target, edge_look in node.edges:
+            text = edge_texts.get(edge_look)
+            if text is None:
+                text = edge_texts[edge_look] = _edge_text(edge_look)
+            edge_lines.append(f'  "{node.id}" -> "{target}" [{text}];')
+        if node.group is None:
+            yield node_line(node, "  ")
+        else:
+            boxes.add(node)
     depth = 1
-    for event, item in nest(diagram_nodes(graph, options)):
+    for event, item in boxes.events():
         if event == "node":
-            yield f'{"  " * depth}"{item.id}" [label={quote(item.lines)}, {_NODE_ATTRIBUTES[item.style]}];'
+            yield node_line(item, "  " * depth)
         elif event == "open":
             yield f'{"  " * depth}subgraph "cluster_{item.id}" {{'
             depth += 1
@@ -119,18 +158,22 @@ def generate_dot(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) 
         else:
             depth -= 1
             yield f'{"  " * depth}}}'
-    for edge in diagram_edges(graph, options):
-        extra = "" if edge.color is None else f', color="{edge.color}", fontcolor="{edge.color}", penwidth="{edge.width:g}"'
-        yield f'  "{edge.source}" -> "{edge.target}" [label={quote(edge.lines)}{extra}];'
+    yield from edge_lines
     yield "}"
 
 
-def to_dot(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> str:
+def _edge_text(look: EdgeLook) -> str:
+    if look.color is None:
+        return f"label={quote(look.lines)}"
+    return f'label={quote(look.lines)}, color="{look.color}", fontcolor="{look.color}", penwidth="{look.width:g}"'
+
+
+def to_dot(graph: GraphSource, options: DiagramOptions | None = None) -> str:
     """The DOT text of ``graph``, ending with a newline (see :func:`generate_dot`)."""
-    return "".join(line + "\n" for line in generate_dot(graph, options))
+    return "\n".join(generate_dot(graph, options)) + "\n"
 
 
-def write_dot(graph: nx.MultiDiGraph, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None) -> None:
+def write_dot(graph: GraphSource, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None) -> None:
     """Write the DOT text of ``graph`` to an open text file, or atomically to a path."""
     if hasattr(path, "write"):
         path.writelines(line + "\n" for line in generate_dot(graph, options))
@@ -139,7 +182,7 @@ def write_dot(graph: nx.MultiDiGraph, path: str | os.PathLike[str] | IO[str], op
         file.writelines(line + "\n" for line in generate_dot(graph, options))
 
 
-def to_pydot(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> pydot.Dot:
+def to_pydot(graph: GraphSource, options: DiagramOptions | None = None) -> pydot.Dot:
     """``graph`` as a :class:`pydot.Dot`, parsed from :func:`to_dot` (slow for large graphs)."""
     import pydot
 

@@ -1,13 +1,14 @@
 """What every diagram shows, decided once for all writers.
 
 The DOT and Mermaid writers differ only in syntax. This module turns a graph
-of :mod:`gradexport.graph` into writer-neutral :class:`DiagramNode` and
-:class:`DiagramEdge` records (ids, label lines, style), so both writers show the
-same thing:
+of :mod:`gradexport.graph` (or a stream of it, see
+:mod:`gradexport.formats.source`) into writer-neutral :class:`DiagramNode`
+records (id, label lines, style, module box, and the out-edges with their
+:class:`EdgeLook`), so both writers show the same thing:
 
 - Node labels by kind: a root shows its name and tensor; a backward node its op
   (``MulBackward0``), its module path when the graph has one (unless the
-  diagram draws module boxes, see :func:`nest`), its special kind
+  diagram draws module boxes, see :class:`ModuleBoxes`), its special kind
   and, with ``show_saved``, what it saved; a leaf its parameter names and
   tensor; a None slot ``None``; a folded module (from
   :func:`gradexport.collapse`) its path and how many nodes it stands for.
@@ -29,10 +30,11 @@ Example:
     >>> g.add_node("n0", kind="backward", op="MulBackward0", none_slots=[1])
     >>> g.add_node("n1", kind="leaf", op="AccumulateGrad", names=["w"], shape=[3], dtype="float32", device="cpu")
     >>> _ = g.add_edge("n0", "n1", key=0, next_index=0, input_nr=0, shape=[3])
-    >>> [(n.id, n.style, n.lines) for n in diagram_nodes(g, DiagramOptions(show_none=True))]
-    [('n0', 'backward', ('MulBackward0',)), ('n0_none1', 'none', ('None',)), ('n1', 'leaf', ('w', '(3,)'))]
-    >>> [(e.source, e.target, e.lines) for e in diagram_edges(g, DiagramOptions(edge_shapes=True))]
-    [('n0', 'n1', ('0→0', '(3,)'))]
+    >>> for node in diagram(g, DiagramOptions(show_none=True, edge_shapes=True)):
+    ...     print(node.id, node.style, node.lines, [(target, look.lines) for target, look in node.edges])
+    n0 backward ('MulBackward0',) [('n1', ('0→0', '(3,)')), ('n0_none1', ('1→0',))]
+    n0_none1 none ('None',) []
+    n1 leaf ('w', '(3,)') []
 """
 
 from __future__ import annotations
@@ -40,24 +42,25 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import networkx as nx
 
+from .source import GraphSource, adjacency
+
 __all__ = [
     "DIRECTIONS",
     "NODE_STYLES",
     "Cluster",
-    "DiagramEdge",
     "DiagramNode",
     "DiagramOptions",
+    "EdgeLook",
+    "ModuleBoxes",
     "NodeStyle",
-    "diagram_edges",
-    "diagram_nodes",
+    "diagram",
     "element_id",
-    "nest",
     "printable",
 ]
 
@@ -137,13 +140,29 @@ GRAD_COLORS = ("#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
 GRAD_BAD_COLOR = "#d32f2f"
 
 
+class EdgeLook(NamedTuple):
+    """How an edge is drawn: its label lines, and ``color`` and ``width`` only for gradient norms.
+
+    Edges that look alike share one EdgeLook, so writers can render each look once.
+    """
+
+    lines: tuple[str, ...]
+    color: str | None = None
+    width: float | None = None
+
+
 class DiagramNode(NamedTuple):
-    """A node as every writer draws it; ``group`` is the module path whose box it sits in."""
+    """A node as every writer draws it, with its out-edges.
+
+    ``group`` is the module path whose box it sits in; ``edges`` are
+    ``(target id, look)`` pairs in the graph's order.
+    """
 
     id: str
     style: str
     lines: tuple[str, ...]
     group: str | None = None
+    edges: Sequence[tuple[str, EdgeLook]] = ()
 
 
 class Cluster(NamedTuple):
@@ -151,16 +170,6 @@ class Cluster(NamedTuple):
 
     id: str
     label: str
-
-
-class DiagramEdge(NamedTuple):
-    """An edge as every writer draws it; ``color`` and ``width`` only for gradient norms."""
-
-    source: str
-    target: str
-    lines: tuple[str, ...]
-    color: str | None = None
-    width: float | None = None
 
 
 def element_id(node: Any) -> str:
@@ -174,9 +183,12 @@ def element_id(node: Any) -> str:
         >>> element_id("n12"), element_id("end"), element_id(3)
         ('n12', 'u27656e6427', 'u33')
     """
-    if type(node) is str and node[:1] == "n" and node[1:].isascii() and node[1:].isdigit():
+    if type(node) is str and _model_id(node):
         return node
     return "u" + repr(node).encode("utf-8", "surrogatepass").hex()
+
+
+_model_id = re.compile("n[0-9]+").fullmatch
 
 
 # Control characters, line and paragraph separators, lone surrogates and the
@@ -263,90 +275,183 @@ def _node_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bo
     return tuple(printable(line) for line in lines if line)
 
 
-def _drawn_none_slots(graph: nx.MultiDiGraph, node: Any, attributes: Mapping[str, Any]) -> list[int]:
-    """The None slots of ``node`` to draw from ``none_slots``: those the graph has no none-node for."""
+def _look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:
+    """What a backward node's or a leaf's look depends on (see :func:`_node_lines`); None for other nodes."""
+    if show_saved and "saved" in attributes:
+        return None
+    if kind == "backward":
+        return (attributes.get("op"), attributes.get("special"), show_module and attributes.get("module"))
+    if kind == "leaf":
+        names, shape = attributes.get("names"), attributes.get("shape")
+        return (
+            "leaf",
+            tuple(names) if names else (),
+            None if shape is None else tuple(shape),
+            attributes.get("dtype", "float32"),
+            attributes.get("device", "cpu"),
+        )
+    return None
+
+
+def _drawn_none_slots(attributes: Mapping[str, Any], out: Mapping[Any, Mapping[Any, Any]]) -> list[int]:
+    """The None slots to draw from ``none_slots``: those without a none-node edge under their key."""
     slots = attributes.get("none_slots")
     if not slots:
         return []
-    keys = {key for keyed in graph.succ[node].values() for key in keyed}
+    keys = {key for keyed in out.values() for key in keyed}
     return [slot for slot in slots if slot not in keys]
 
 
-def _group(attributes: Mapping[str, Any], grouped: bool) -> str | None:
-    path = attributes.get("module") if grouped else None
+def _group(attributes: Mapping[str, Any]) -> str | None:
+    path = attributes.get("module")
     if path is not None and attributes.get("kind") == "module":
         return path.rpartition(".")[0] if path else None  # a folded module sits in its parent's box
     return path or None  # "" is the model itself: no box around the whole diagram
 
 
-def diagram_nodes(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[DiagramNode]:
-    """The nodes to draw, in the graph's order, each None slot drawn from ``none_slots`` after its parent."""
+# A third faster than calling DiagramNode(...), whose generated __new__ is Python.
+_new_record = tuple.__new__
+
+
+def diagram(source: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode]:
+    """The nodes to draw with their out-edges, in the graph's order, each None slot drawn from ``none_slots`` after its parent.
+
+    A node's edges come in the graph's order (by target, then ``next_functions``
+    position), then those to the None slots drawn from ``none_slots``. This
+    loop runs once per node of graphs with a million of them, so it reads the
+    adjacency records directly and shares the label lines of backward nodes
+    and edges that look alike.
+    """
     show_saved = options.show_saved is not False
-    for node, attributes in graph.nodes(data=True):
-        if attributes.get("kind") == "none" and options.show_none is False:
+    show_module = not options.group_modules
+    grouped = options.group_modules
+    show_none = options.show_none
+    hide_none = show_none is False
+    edge_shapes = options.edge_shapes
+    grad_norms = options.grad_norms
+    kinds = source._node if isinstance(source, nx.Graph) else None
+    scale: _GradScale | None = None  # computed on the first edge that carries a gradient
+    node_looks: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
+    edge_looks: dict[tuple[Any, Any], EdgeLook] = {}
+    # Checking every id costs as much as the rest of the loop: a graph is
+    # checked once, and a stream can vouch for its ids (see gradexport.formats.source).
+    ids_as_they_are = (
+        all(type(node) is str and _model_id(node) for node in source)
+        if isinstance(source, nx.Graph)
+        else getattr(source, "model_ids", False) is True
+    )
+    for node, attributes, out in adjacency(source):
+        kind = attributes.get("kind")
+        if kind == "none" and hide_none:
             continue
-        node_id = element_id(node)
-        group = _group(attributes, options.group_modules)
-        lines = _node_lines(attributes, show_saved, show_module=not options.group_modules)
-        yield DiagramNode(node_id, _node_class(attributes), lines, group)
-        if options.show_none:
-            for slot in _drawn_none_slots(graph, node, attributes):
-                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
+        node_id = node if ids_as_they_are else element_id(node)
+        signature = _look_signature(kind, attributes, show_saved, show_module)
+        look = None
+        if signature is not None:
+            try:
+                look = node_looks.get(signature)
+            except TypeError:  # an unhashable value in a user's graph: drawn without the cache
+                signature = None
+        if look is None:
+            look = (_node_class(attributes), _node_lines(attributes, show_saved, show_module))
+            if signature is not None:
+                node_looks[signature] = look
+        group = _group(attributes) if grouped and "module" in attributes else None
+        drawn_none = _drawn_none_slots(attributes, out) if show_none else ()
+        none_slots = attributes.get("none_slots") or () if hide_none else ()
+        edges: list[tuple[str, EdgeLook]] = []
+        for target, keyed in out.items():
+            if hide_none and (
+                kinds[target].get("kind") == "none" if kinds is not None else bool(none_slots) and next(iter(keyed)) in none_slots
+            ):
+                continue
+            target_id = target if ids_as_they_are else element_id(target)
+            for data in keyed.values():
+                if not edge_shapes and "count" not in data and not (grad_norms and "grad" in data):
+                    indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
+                    edge_look = edge_looks.get(indices)
+                    if edge_look is None:
+                        edge_look = edge_looks[indices] = EdgeLook((f"{indices[0]}→{indices[1]}",))
+                    edges.append((target_id, edge_look))
+                    continue
+                first = f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"
+                if data.get("count", 1) > 1:
+                    first += f" ×{data['count']}"
+                lines = [first]
+                if edge_shapes and "shape" in data:
+                    lines.append(printable(tensor_text(data)))
+                grad = data.get("grad") if grad_norms else None
+                color = width = None
+                if isinstance(grad, Mapping) and "norm" in grad:
+                    scale = scale or _GradScale.of(source)
+                    lines.append(f"‖g‖ {grad['norm']:.3g}")
+                    color, width = scale.style(grad)
+                edges.append((target_id, EdgeLook(tuple(lines), color, width)))
+        if not drawn_none:
+            yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges))
+            continue
+        edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)
+        yield DiagramNode(node_id, look[0], look[1], group, edges)
+        for slot in drawn_none:
+            yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
-#: What :func:`nest` yields: a node, or the start or end of a module's box.
-NestEvent = tuple[str, "DiagramNode | Cluster"]
+#: What :meth:`ModuleBoxes.events` yields: a node, or the start or end of a module's box.
+BoxEvent = tuple[str, "DiagramNode | Cluster"]
 
 
-def nest(nodes: Iterable[DiagramNode]) -> Iterator[NestEvent]:
-    """Order ``nodes`` into nested module boxes: ``("open", cluster)``, ``("node", node)``, ``("close", cluster)``.
+class ModuleBoxes:
+    """Holds the nodes that sit in module boxes, then gives them back box by box, nested.
 
-    Nodes without a group stream through as they come; grouped nodes are held
-    until the end and drawn box by box, each box with its own nodes first and
+    Writers draw nodes without a group as they come and :meth:`add` the
+    others; :meth:`events` then yields ``("open", cluster)``, ``("node",
+    node)`` and ``("close", cluster)``, each box with its own nodes first and
     then its sub-boxes, in the order their first node appeared. A box exists
     for every path prefix, so ``layers.3.linear1`` sits inside ``layers.3``,
     inside ``layers``.
 
     Example:
-        >>> nodes = [DiagramNode("n0", "root", ("loss",)), DiagramNode("n1", "backward", ("Mm",), "a.b"),
-        ...          DiagramNode("n2", "backward", ("T",), "a")]
-        >>> [(event, item.id) for event, item in nest(nodes)]
-        [('node', 'n0'), ('open', 'g0'), ('node', 'n2'), ('open', 'g1'), ('node', 'n1'), ('close', 'g1'), ('close', 'g0')]
+        >>> boxes = ModuleBoxes()
+        >>> boxes.add(DiagramNode("n1", "backward", ("Mm",), "a.b"))
+        >>> boxes.add(DiagramNode("n2", "backward", ("T",), "a"))
+        >>> [(event, item.id) for event, item in boxes.events()]
+        [('open', 'g0'), ('node', 'n2'), ('open', 'g1'), ('node', 'n1'), ('close', 'g1'), ('close', 'g0')]
     """
-    members: dict[str, list[DiagramNode]] = {}
-    children: dict[str | None, list[str]] = {None: []}
-    for node in nodes:
-        if node.group is None:
-            yield "node", node
-            continue
-        if node.group not in members:
-            _add_path(node.group, members, children)
-        members[node.group].append(node)
-    ids = {path: f"g{index}" for index, path in enumerate(_preorder(children))}
-    stack: list[tuple[str, bool]] = [(path, False) for path in reversed(children[None])]
-    while stack:
-        path, opened = stack.pop()
-        cluster = Cluster(ids[path], path)
-        if opened:
-            yield "close", cluster
-            continue
-        yield "open", cluster
-        for node in members[path]:
-            yield "node", node
-        stack.append((path, True))
-        stack.extend((child, False) for child in reversed(children[path]))
 
+    def __init__(self) -> None:
+        self.members: dict[str, list[DiagramNode]] = {}
+        self.children: dict[str | None, list[str]] = {None: []}
 
-def _add_path(path: str, members: dict[str, list[DiagramNode]], children: dict[str | None, list[str]]) -> None:
-    parts = path.split(".")
-    parent: str | None = None
-    for depth in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:depth])
-        if prefix not in members:
-            members[prefix] = []
-            children[prefix] = []
-            children[parent].append(prefix)
-        parent = prefix
+    def add(self, node: DiagramNode) -> None:
+        """Put ``node`` in the box of its ``group`` (which must not be None)."""
+        if node.group not in self.members:
+            parent: str | None = None
+            parts = node.group.split(".")
+            for depth in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:depth])
+                if prefix not in self.members:
+                    self.members[prefix] = []
+                    self.children[prefix] = []
+                    self.children[parent].append(prefix)
+                parent = prefix
+        self.members[node.group].append(node)
+
+    def events(self) -> Iterator[BoxEvent]:
+        """The boxes and the nodes added to them, in drawing order."""
+        children = self.children
+        ids = {path: f"g{index}" for index, path in enumerate(_preorder(children))}
+        stack: list[tuple[str, bool]] = [(path, False) for path in reversed(children[None])]
+        while stack:
+            path, opened = stack.pop()
+            cluster = Cluster(ids[path], path)
+            if opened:
+                yield "close", cluster
+                continue
+            yield "open", cluster
+            for node in self.members[path]:
+                yield "node", node
+            stack.append((path, True))
+            stack.extend((child, False) for child in reversed(children[path]))
 
 
 def _preorder(children: dict[str | None, list[str]]) -> Iterator[str]:
@@ -357,42 +462,6 @@ def _preorder(children: dict[str | None, list[str]]) -> Iterator[str]:
         stack.extend(reversed(children[path]))
 
 
-def diagram_edges(graph: nx.MultiDiGraph, options: DiagramOptions) -> Iterator[DiagramEdge]:
-    """The edges to draw: the graph's, in its order (by parent, then ``next_functions`` position), then None slots drawn from ``none_slots``."""
-    scale: _GradScale | None = None  # computed on the first edge that carries a gradient
-    hide_none = options.show_none is False
-    node_attributes = graph.nodes
-    ids = {node: element_id(node) for node in graph}
-    # The adjacency dicts directly rather than graph.edges(data=True): this loop
-    # runs once per edge of graphs with a million of them.
-    for source, targets in graph.succ.items():
-        for target, keyed in targets.items():
-            if hide_none and node_attributes[target].get("kind") == "none":
-                continue
-            for data in keyed.values():
-                first = f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"
-                if data.get("count", 1) > 1:
-                    first += f" ×{data['count']}"
-                grad = data.get("grad") if options.grad_norms else None
-                if grad is None and not options.edge_shapes:
-                    yield DiagramEdge(ids[source], ids[target], (first,))
-                    continue
-                lines = [first]
-                if options.edge_shapes and "shape" in data:
-                    lines.append(printable(tensor_text(data)))
-                color = width = None
-                if isinstance(grad, Mapping) and "norm" in grad:
-                    scale = scale or _GradScale.of(graph)
-                    lines.append(f"‖g‖ {grad['norm']:.3g}")
-                    color, width = scale.style(grad)
-                yield DiagramEdge(ids[source], ids[target], tuple(lines), color, width)
-    if options.show_none:
-        for node, attributes in graph.nodes(data=True):
-            node_id = element_id(node)
-            for slot in _drawn_none_slots(graph, node, attributes):
-                yield DiagramEdge(node_id, f"{node_id}_none{slot}", (f"{slot}→0",))
-
-
 class _GradScale:
     """Maps a gradient norm to a colour and line width, on a log scale over the graph's norms."""
 
@@ -401,8 +470,13 @@ class _GradScale:
         self.high = high
 
     @classmethod
-    def of(cls, graph: nx.MultiDiGraph) -> _GradScale:
-        grads = [grad for _, _, grad in graph.edges(data="grad") if isinstance(grad, Mapping) and "norm" in grad]
+    def of(cls, source: GraphSource) -> _GradScale:
+        if not isinstance(source, nx.Graph):
+            raise TypeError(
+                "colouring edges by gradient norm needs the whole graph, not a stream of its nodes: "
+                "pass the MultiDiGraph, or grad_norms=False"
+            )
+        grads = [grad for _, _, grad in source.edges(data="grad") if isinstance(grad, Mapping) and "norm" in grad]
         logs = [math.log10(grad["norm"]) for grad in grads if not _is_bad(grad) and grad["norm"] > 0]
         return cls(min(logs, default=0.0), max(logs, default=0.0))
 

@@ -41,13 +41,12 @@ import os
 import re
 import unicodedata
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO
 
-import networkx as nx
-
 from .files import atomic_open
-from .labels import NODE_STYLES, DiagramOptions, diagram_edges, diagram_nodes, nest
+from .labels import NODE_STYLES, DiagramNode, DiagramOptions, ModuleBoxes, diagram
+from .source import GraphSource
 
 __all__ = ["MAX_EDGES", "MAX_TEXT_SIZE", "MermaidSizeWarning", "generate_mermaid", "to_mermaid", "write_mermaid"]
 
@@ -96,7 +95,9 @@ def label_text(text: str) -> str:
     return "".join(char if _keep(char) else f"#{ord(char)};" for char in text)
 
 
-def _label(lines: Iterable[str]) -> str:
+def _label(lines: Sequence[str]) -> str:
+    if len(lines) == 1:  # most labels: no generator to set up
+        return label_text(lines[0])
     return "<br>".join(label_text(line) for line in lines)
 
 
@@ -106,7 +107,7 @@ def _class_definition(name: str) -> str:
     return f"  classDef {name} fill:{style.fill},stroke:{style.stroke},color:{style.text}{dash}"
 
 
-def generate_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> Iterator[str]:
+def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
     """Yield the Mermaid text of ``graph`` line by line (without newlines).
 
     Warns with :class:`MermaidSizeWarning` once the text is complete when it
@@ -123,22 +124,43 @@ def generate_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = No
     yield counted(f"flowchart {options.direction}")
     for name in NODE_STYLES:
         yield counted(_class_definition(name))
+    edge_lines: list[str] = []
+    labels: dict[tuple[str, ...], str] = {}  # many nodes and edges look alike: each label is escaped once
+
+    def label_of(lines: tuple[str, ...]) -> str:
+        label = labels.get(lines)
+        if label is None:
+            label = labels[lines] = _label(lines)
+        return label
+
+    def node_line(node: DiagramNode, indent: str) -> str:
+        opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
+        return counted(f"{indent}{node.id}{opening}{label_of(node.lines)}{closing}:::{node.style}")
+
+    boxes = ModuleBoxes()
+    for node in diagram(graph, options):
+        for target, look in node.edges:
+            edge_lines.append(counted(f'  {node.id} -->|"{label_of(look.lines)}"| {target}'))
+            if look.color is not None:
+                edge_lines.append(
+                    counted(f"  linkStyle {edges} stroke:{look.color},stroke-width:{look.width:g}px,color:{look.color}")
+                )
+            edges += 1
+        if node.group is None:
+            yield node_line(node, "  ")
+        else:
+            boxes.add(node)
     depth = 1
-    for event, item in nest(diagram_nodes(graph, options)):
+    for event, item in boxes.events():
         if event == "node":
-            opening, closing = _SHAPES[NODE_STYLES[item.style].shape]
-            yield counted(f"{'  ' * depth}{item.id}{opening}{_label(item.lines)}{closing}:::{item.style}")
+            yield node_line(item, "  " * depth)
         elif event == "open":
             yield counted(f'{"  " * depth}subgraph {item.id}["{_label([item.label])}"]')
             depth += 1
         else:
             depth -= 1
             yield counted(f"{'  ' * depth}end")
-    for edge in diagram_edges(graph, options):
-        yield counted(f'  {edge.source} -->|"{_label(edge.lines)}"| {edge.target}')
-        if edge.color is not None:
-            yield counted(f"  linkStyle {edges} stroke:{edge.color},stroke-width:{edge.width:g}px,color:{edge.color}")
-        edges += 1
+    yield from edge_lines
     if size > MAX_TEXT_SIZE or edges > MAX_EDGES:
         warnings.warn(
             MermaidSizeWarning(
@@ -151,13 +173,13 @@ def generate_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = No
         )
 
 
-def to_mermaid(graph: nx.MultiDiGraph, options: DiagramOptions | None = None) -> str:
+def to_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> str:
     """The Mermaid text of ``graph``, ending with a newline (see :func:`generate_mermaid`)."""
-    return "".join(line + "\n" for line in generate_mermaid(graph, options))
+    return "\n".join(generate_mermaid(graph, options)) + "\n"
 
 
 def write_mermaid(
-    graph: nx.MultiDiGraph, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None
+    graph: GraphSource, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None
 ) -> None:
     """Write the Mermaid text of ``graph`` to an open text file, or atomically to a path."""
     if hasattr(path, "write"):
