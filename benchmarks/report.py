@@ -24,6 +24,7 @@ TIME_COLUMNS = (
     ("walk", "walk"),
     ("walk_nx", "walk + nx"),
     ("construct", "construct"),
+    ("stream", "stream"),
     ("construct_meta", "edge meta"),
     ("construct_saved", "saved=True"),
     ("record_gradients", "record grads"),
@@ -33,6 +34,7 @@ TIME_COLUMNS = (
     ("root_dot", "root→DOT"),
     ("root_mermaid", "root→Mermaid"),
     ("root_json", "root→JSON"),
+    ("root_json_plain", "root→JSON, no edge meta"),
     ("torchviz", "torchviz"),
     ("svg", "SVG"),
 )

@@ -29,6 +29,7 @@ import torch
 import torchviz
 
 import gradexport
+from gradexport.graph import GraphStream
 
 __all__ = ["TASKS", "Subject", "Task", "walk", "walk_multidigraph"]
 
@@ -112,6 +113,7 @@ TASKS: tuple[Task, ...] = (
     Task("walk", "bare walk (floor 1)", "floor", lambda s: walk(s.root)),
     Task("walk_nx", "walk + MultiDiGraph (floor 2)", "floor", lambda s: walk_multidigraph(s.root), memory=True),
     Task("construct", "to_networkx, defaults", "graph", lambda s: gradexport.to_networkx(s.root), memory=True),
+    Task("stream", "GraphStream walked, no graph", "graph", lambda s: deque(GraphStream(s.root), maxlen=0)),
     Task(
         "construct_meta",
         "to_networkx(edge_metadata=True)",
@@ -132,6 +134,12 @@ TASKS: tuple[Task, ...] = (
     Task("root_dot", "root → DOT", "end to end", lambda s: gradexport.to_dot(s.root), memory=True),
     Task("root_mermaid", "root → Mermaid", "end to end", lambda s: gradexport.to_mermaid(s.root), memory=True),
     Task("root_json", "root → JSON", "end to end", lambda s: gradexport.to_json(s.root), memory=True),
+    Task(
+        "root_json_plain",
+        "root → JSON without edge metadata",
+        "end to end",
+        lambda s: gradexport.formats.to_json(GraphStream(s.root)),
+    ),
     Task(
         "torchviz",
         "torchviz make_dot().source",

@@ -129,6 +129,17 @@ def test_warns_above_mermaids_default_limits():
         mermaid.to_mermaid(chain(3, name="x" * 50_001))
 
 
+def test_size_is_counted_in_utf16_units_as_mermaid_js_does():
+    # 🙂 is one character but two UTF-16 code units: 20,000 of them measure 40,000.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text = mermaid.to_mermaid(chain(3, name="🙂" * 20_000))
+    assert len(text.encode("utf-16-le")) // 2 < mermaid.MAX_TEXT_SIZE
+    with pytest.warns(MermaidSizeWarning, match=r"5\d,\d{3} characters"):
+        text = mermaid.to_mermaid(chain(3, name="🙂" * 26_000))
+    assert len(text) < mermaid.MAX_TEXT_SIZE < len(text.encode("utf-16-le")) // 2
+
+
 @needs_mermaid
 def test_modules_are_nested_subgraphs_and_folded_modules_parse():
     graph = module_graph("end")  # a module named like a Mermaid keyword

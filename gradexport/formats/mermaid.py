@@ -101,6 +101,15 @@ def _label(lines: Sequence[str]) -> str:
     return "<br>".join(label_text(line) for line in lines)
 
 
+def _utf16_units(text: str) -> int:
+    """The length of ``text`` as mermaid.js measures it: in UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _with_surplus(text: str) -> tuple[str, int]:
+    return text, _utf16_units(text) - len(text)
+
+
 def _class_definition(name: str) -> str:
     style = NODE_STYLES[name]
     dash = ",stroke-dasharray:4 3" if style.dashed else ""
@@ -118,29 +127,40 @@ def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) 
 
     def counted(line: str) -> str:
         nonlocal size
-        size += len(line.encode("utf-16-le")) // 2 + 1  # mermaid.js counts UTF-16 code units
+        size += _utf16_units(line) + 1
         return line
 
     yield counted(f"flowchart {options.direction}")
     for name in NODE_STYLES:
         yield counted(_class_definition(name))
     edge_lines: list[str] = []
-    labels: dict[tuple[str, ...], str] = {}  # many nodes and edges look alike: each label is escaped once
-
-    def label_of(lines: tuple[str, ...]) -> str:
-        label = labels.get(lines)
-        if label is None:
-            label = labels[lines] = _label(lines)
-        return label
+    # Many nodes and edges look alike: each look's text is made once, with how
+    # many more UTF-16 units than characters it has (characters beyond U+FFFF
+    # count twice). Ids and syntax are ASCII, so a line's size is its length
+    # plus its look's surplus, without encoding every line.
+    node_texts: dict[tuple[str, tuple[str, ...]], tuple[str, int]] = {}
+    edge_texts: dict[tuple[str, ...], tuple[str, int]] = {}
 
     def node_line(node: DiagramNode, indent: str) -> str:
-        opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
-        return counted(f"{indent}{node.id}{opening}{label_of(node.lines)}{closing}:::{node.style}")
+        nonlocal size
+        look = node[1:3]  # (style, lines)
+        found = node_texts.get(look)
+        if found is None:
+            opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
+            found = node_texts[look] = _with_surplus(f"{opening}{_label(node.lines)}{closing}:::{node.style}")
+        line = f"{indent}{node.id}{found[0]}"
+        size += len(line) + found[1] + 1
+        return line
 
     boxes = ModuleBoxes()
     for node in diagram(graph, options):
         for target, look in node.edges:
-            edge_lines.append(counted(f'  {node.id} -->|"{label_of(look.lines)}"| {target}'))
+            found = edge_texts.get(look.lines)
+            if found is None:
+                found = edge_texts[look.lines] = _with_surplus(_label(look.lines))
+            line = f'  {node.id} -->|"{found[0]}"| {target}'
+            size += len(line) + found[1] + 1
+            edge_lines.append(line)
             if look.color is not None:
                 edge_lines.append(
                     counted(f"  linkStyle {edges} stroke:{look.color},stroke-width:{look.width:g}px,color:{look.color}")
