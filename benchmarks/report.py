@@ -34,7 +34,7 @@ TIME_COLUMNS = (
     ("root_dot", "root→DOT"),
     ("root_mermaid", "root→Mermaid"),
     ("root_json", "root→JSON"),
-    ("root_json_plain", "root→JSON, no edge meta"),
+    ("root_json_meta", "root→JSON, edge meta"),
     ("torchviz", "torchviz"),
     ("svg", "SVG"),
 )

@@ -135,10 +135,10 @@ TASKS: tuple[Task, ...] = (
     Task("root_mermaid", "root → Mermaid", "end to end", lambda s: gradexport.to_mermaid(s.root), memory=True),
     Task("root_json", "root → JSON", "end to end", lambda s: gradexport.to_json(s.root), memory=True),
     Task(
-        "root_json_plain",
-        "root → JSON without edge metadata",
+        "root_json_meta",
+        "root → JSON with edge metadata",
         "end to end",
-        lambda s: gradexport.formats.to_json(GraphStream(s.root)),
+        lambda s: gradexport.to_json(s.root, edge_metadata=True),
     ),
     Task(
         "torchviz",

@@ -151,7 +151,9 @@ def _parser() -> _Parser:
     )
     parser.add_argument("--show-none", action="store_true", help="draw inputs that need no gradient (None slots)")
     parser.add_argument("--saved", action="store_true", help="list the values each node saved for backward")
-    parser.add_argument("--edge-shapes", action="store_true", help="label edges with the gradient's shape")
+    parser.add_argument(
+        "--edge-shapes", action="store_true", help="label edges with the gradient's shape, and record it on the JSON's edges"
+    )
     parser.add_argument(
         "--depth",
         type=_depth,
@@ -265,7 +267,7 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
             module=module,
             show_none=args.show_none,
             saved=args.saved,
-            edge_metadata=args.edge_shapes or "json" in args.formats,  # as gradexport.write would
+            edge_metadata=args.edge_shapes,
             caller=_PROG,
         ).graph
     except RootError as error:

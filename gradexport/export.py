@@ -12,6 +12,8 @@ plus keyword options:
   ``model.named_parameters()`` gives) and ``module`` (a module whose
   parameters and buffers name the leaves, and whose submodules name the
   nodes of a forward pass run inside :func:`gradexport.capture_modules`);
+  ``edge_metadata=True`` records the shape, dtype and device of the gradient
+  on every edge (in JSON; ``edge_shapes`` turns it on for diagrams);
   ``show_none=True`` and ``show_saved=True`` also make the graph record None
   slots and saved values.
 - ``depth``: fold every module nested that deep or deeper into one node
@@ -68,13 +70,11 @@ FORMATS: dict[str, str] = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "jso
 #: The formats :func:`write` writes unless told otherwise.
 DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")
 
-_MODEL_OPTIONS = ("params", "module")
+_MODEL_OPTIONS = ("params", "module", "edge_metadata")
 _SHAPE_OPTIONS = ("depth", "fit")
 
 
-def as_graph(
-    graph_or_roots: GraphOrRoots, *, caller: str = "as_graph", edge_metadata: bool = False, **options: Any
-) -> tuple[nx.MultiDiGraph, DiagramOptions]:
+def as_graph(graph_or_roots: GraphOrRoots, *, caller: str = "as_graph", **options: Any) -> tuple[nx.MultiDiGraph, DiagramOptions]:
     """Split ``options`` into diagram and model options, and trace roots into a graph.
 
     A graph is returned as it is; roots are traced with ``params``,
@@ -83,8 +83,8 @@ def as_graph(
     for it (it costs a lookup per edge).
 
     Raises:
-        TypeError: for an unknown option, ``params``/``module`` with a graph,
-            or a graph that is not a ``MultiDiGraph``.
+        TypeError: for an unknown option, ``params``/``module``/``edge_metadata``
+            with a graph, or a graph that is not a ``MultiDiGraph``.
 
     Example:
         >>> import torch
@@ -93,13 +93,13 @@ def as_graph(
         >>> graph.number_of_nodes(), options.direction
         (3, 'LR')
     """
-    graph, diagram = _prepare(graph_or_roots, caller, edge_metadata, options, stream=False)
+    graph, diagram = _prepare(graph_or_roots, caller, options, stream=False)
     assert isinstance(graph, nx.MultiDiGraph)  # stream=False
     return graph, diagram
 
 
 def _prepare(
-    graph_or_roots: GraphOrRoots, caller: str, edge_metadata: bool, options: dict[str, Any], *, stream: bool
+    graph_or_roots: GraphOrRoots, caller: str, options: dict[str, Any], *, stream: bool
 ) -> tuple[GraphSource, DiagramOptions]:
     """:func:`as_graph`; with ``stream``, roots that need no collapsing become a :class:`GraphStream`.
 
@@ -122,23 +122,20 @@ def _prepare(
             )
         if model:
             raise TypeError(
-                f"gradexport.{caller}(): {' and '.join(model)} name leaves while tracing roots; "
-                "this is a graph already, built with its names"
+                f"gradexport.{caller}(): {' and '.join(model)} apply while tracing roots; "
+                "this is a graph already, built with its own"
             )
         return _shaped(graph_or_roots, depth), diagram
     walk = GraphStream(
         graph_or_roots,
         show_none=bool(diagram.show_none),
         saved=bool(diagram.show_saved),
-        edge_metadata=edge_metadata or diagram.edge_shapes,
         caller=f"gradexport.{caller}",
-        **model,
+        **{**model, "edge_metadata": bool(model.get("edge_metadata")) or diagram.edge_shapes},
     )
     if stream and depth is None:
         return walk, diagram
-    with gc_paused():
-        graph = walk.to_networkx()
-    return _shaped(graph, depth), diagram
+    return _shaped(walk.to_networkx(), depth), diagram
 
 
 def _shaped(graph: nx.MultiDiGraph, depth: int | None) -> nx.MultiDiGraph:
@@ -199,14 +196,14 @@ def _shown(text: str, size_warning: warnings.WarningMessage | None) -> str:
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Graphviz DOT text (see :mod:`gradexport.formats.dot` for the legend)."""
-    source, diagram = _prepare(graph_or_roots, "to_dot", False, options, stream=True)
+    source, diagram = _prepare(graph_or_roots, "to_dot", options, stream=True)
     with gc_paused():
         return dot.to_dot(source, diagram)
 
 
 def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
     """The DOT of :func:`to_dot` as a :class:`pydot.Dot` (parsing costs time on large graphs)."""
-    source, diagram = _prepare(graph_or_roots, "to_pydot", False, options, stream=True)
+    source, diagram = _prepare(graph_or_roots, "to_pydot", options, stream=True)
     return dot.to_pydot(source, diagram)
 
 
@@ -214,20 +211,24 @@ def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
     """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
     fit = options.get("fit", True)
     # Only a graph traced with module= has modules to fold, and folding needs the whole graph.
-    source, diagram = _prepare(graph_or_roots, "to_mermaid", False, options, stream=not (fit and "module" in options))
+    source, diagram = _prepare(graph_or_roots, "to_mermaid", options, stream=not (fit and "module" in options))
     with gc_paused():
         return fitted_mermaid(source, diagram, fit)
 
 
 def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
     """SVG text rendered by Graphviz; ``prog`` picks the program (see :mod:`gradexport.formats.svg`)."""
-    source, diagram = _prepare(graph_or_roots, "to_svg", False, options, stream=True)
+    source, diagram = _prepare(graph_or_roots, "to_svg", options, stream=True)
     return svg.to_svg(source, diagram, prog)
 
 
 def to_json(graph_or_roots: GraphOrRoots, **options: Any) -> str:
-    """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph."""
-    source, _ = _prepare(graph_or_roots, "to_json", True, options, stream=True)
+    """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph.
+
+    From roots it is the JSON of ``to_networkx(roots)`` with the same
+    options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
+    """
+    source, _ = _prepare(graph_or_roots, "to_json", options, stream=True)
     with gc_paused():
         return json.to_json(source)
 
@@ -276,7 +277,7 @@ def write(
     names = parse_formats(formats)
     if not stem or stem in (".", "..") or any(separator in stem for separator in ("/", "\\", "\0")):
         raise ValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
-    graph, diagram = as_graph(graph_or_roots, caller="write", edge_metadata="json" in names, **options)
+    graph, diagram = as_graph(graph_or_roots, caller="write", **options)
     paths = {name: Path(folder) / f"{stem}{FORMATS[name]}" for name in names}
     writers: dict[str, Callable[[IO[str]], None]] = {
         "dot": lambda file: dot.write_dot(graph, file, diagram),

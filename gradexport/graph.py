@@ -176,9 +176,7 @@ def trace(
     stream = GraphStream(
         roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata, caller=caller
     )
-    with gc_paused():
-        graph = stream.to_networkx()
-    return Trace(graph, stream.ids, stream.roots)
+    return Trace(stream.to_networkx(), stream.ids, stream.roots)
 
 
 def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[int, list[str]]:
@@ -208,8 +206,11 @@ def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    # The cyclic GC rescans the growing graph's dicts again and again: building
-    # a 10^5-node graph takes 1.6 to 2 times longer with it running.
+    """Pause Python's cyclic garbage collector, as while a large graph is walked or built.
+
+    The collector rescans the growing graph's dicts again and again: building
+    a 10^5-node graph takes 1.6 to 2 times longer with it running.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -241,13 +242,16 @@ Adjacency = tuple[str, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]
 class GraphStream:
     """The graph of :func:`to_networkx`, one node at a time, without building it.
 
+    It takes the arguments of :func:`to_networkx` and checks them at once.
     Iterating yields an :data:`Adjacency` per node, in id order, each once
     its out-edges are known; after the last one, :attr:`graph_attributes`
     holds the graph attributes and :attr:`ids` the Node of every id.
-    :func:`trace` stores these records in a MultiDiGraph; the writers can
-    also draw them as they come (``gradexport.to_dot(tensor)`` does), which
-    keeps a second copy of the graph out of memory. A stream can be
-    iterated once, and holds the Nodes it walks until it is dropped.
+    :meth:`to_networkx` stores these records in a MultiDiGraph; the writers
+    can also draw them as they come (``gradexport.to_dot(tensor)`` does),
+    which keeps a second copy of the graph out of memory. A stream can be
+    iterated once, and holds the Nodes it walks until it is dropped. For a
+    large graph, iterate it inside :func:`gc_paused`, as the export
+    functions do.
 
     This is the hot loop of every export (about a million iterations for a
     large model), so it is written for speed: each Node's ``next_functions`` is
@@ -362,19 +366,20 @@ class GraphStream:
         """
         graph = nx.MultiDiGraph()
         nodes, successors, predecessors = graph._node, graph._succ, graph._pred
-        for node_id, attributes, out in self:
-            nodes[node_id] = attributes
-            successors[node_id] = out
-            if node_id not in predecessors:
-                predecessors[node_id] = {}
-            for target, keyed in out.items():
-                sources = predecessors.get(target)
-                if sources is None:
-                    sources = predecessors[target] = {}
-                sources[node_id] = keyed
-        # Targets got their entry when first reached, which can be before a root
-        # with a smaller id: put them in id order, as add_node would have.
-        graph._pred = {node_id: predecessors[node_id] for node_id in nodes}
+        with gc_paused():
+            for node_id, attributes, out in self:
+                nodes[node_id] = attributes
+                successors[node_id] = out
+                if node_id not in predecessors:
+                    predecessors[node_id] = {}
+                for target, keyed in out.items():
+                    sources = predecessors.get(target)
+                    if sources is None:
+                        sources = predecessors[target] = {}
+                    sources[node_id] = keyed
+            # Targets got their entry when first reached, which can be before a
+            # root with a smaller id: put them in id order, as add_node would have.
+            graph._pred = {node_id: predecessors[node_id] for node_id in nodes}
         nx._clear_cache(graph)
         graph.graph.update(self.graph_attributes)
         return graph
@@ -385,15 +390,13 @@ class GraphStream:
         return node_id
 
     def discover(self, node: Node) -> str:
+        """The id of ``node``; the first time, a new one, and the node's attributes, queued for expansion."""
         node_id = self.ids.get(node)
-        if node_id is None:
-            next_functions = node.next_functions
-            node_id = self.ids[node] = f"n{self.node_count}"
-            self.node_count += 1
-            self.queue.append((node_id, next_functions, self.node_attributes(node, next_functions), {}))
-        return node_id
-
-    def node_attributes(self, node: Node, next_functions: NextFunctions) -> dict[str, Any]:
+        if node_id is not None:
+            return node_id
+        node_id = self.ids[node] = f"n{self.node_count}"
+        self.node_count += 1
+        next_functions = node.next_functions
         op, special = _type_facts(type(node))
         sequence_nr = node._sequence_nr()
         if sequence_nr >= 2**63:
@@ -428,7 +431,8 @@ class GraphStream:
                     attributes["module"] = self.module_names[id(tagged)]
         if self.saved:
             attributes["saved"] = summarize_saved(node)
-        return attributes
+        self.queue.append((node_id, next_functions, attributes, {}))
+        return node_id
 
     def none_node(self) -> str:
         """A new ``kind="none"`` node, queued so that it keeps its place in id order."""

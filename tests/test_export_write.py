@@ -37,7 +37,7 @@ def test_writes_every_format_into_a_new_folder_matching_the_text_functions(tmp_p
     assert {name: path.name for name, path in paths.items()} == {
         "dot": "graph.dot", "svg": "graph.svg", "mermaid": "graph.mmd", "json": "graph.json"
     }
-    graph = gradexport.to_networkx(loss, params=params, edge_metadata=True)  # as write() traces for JSON
+    graph = gradexport.to_networkx(loss, params=params)
     assert paths["dot"].read_text(encoding="utf-8") == gradexport.to_dot(graph)
     assert paths["mermaid"].read_text(encoding="utf-8") == gradexport.to_mermaid(graph)
     assert paths["json"].read_text(encoding="utf-8") == gradexport.to_json(graph)
@@ -55,6 +55,18 @@ def test_stem_format_string_and_options_reach_the_graph(tmp_path):
     assert [node["kind"] for node in data["nodes"]].count("none") == 1
     assert "saved" in next(node for node in data["nodes"] if node.get("op") == "MulBackward0")
     assert "None" in paths["mermaid"].read_text(encoding="utf-8")
+
+
+def test_edge_metadata_is_an_option_of_the_json_from_roots(tmp_path):
+    x = torch.ones(2, 3, requires_grad=True)
+    loss = (x * 2).sum()
+    plain = std_json.loads(gradexport.to_json(loss))
+    assert all("shape" not in edge for edge in plain["edges"])  # the graph's defaults, as to_networkx(loss)
+    paths = gradexport.write(loss, tmp_path, "json", edge_metadata=True)
+    shapes = [edge["shape"] for edge in std_json.loads(paths["json"].read_text(encoding="utf-8"))["edges"]]
+    assert shapes == [[], [2, 3], [2, 3]]  # the gradient of the loss, of x * 2, of x
+    with pytest.raises(TypeError, match="edge_metadata apply while tracing roots"):
+        gradexport.to_json(gradexport.to_networkx(loss), edge_metadata=True)
 
 
 def test_replaces_old_files_keeping_their_mode(tmp_path):
@@ -122,7 +134,7 @@ def test_bad_arguments(tmp_path):
         gradexport.write(graph, tmp_path, "dot", stem="../escape")
     with pytest.raises(TypeError, match="unknown option.*colour"):
         gradexport.to_dot(graph, colour="red")
-    with pytest.raises(TypeError, match="params name leaves"):
+    with pytest.raises(TypeError, match="params apply while tracing roots"):
         gradexport.to_dot(graph, params={"w": w})
     with pytest.raises(TypeError, match="MultiDiGraph"):
         gradexport.to_dot(nx.DiGraph(graph))

@@ -86,7 +86,7 @@ def test_export_functions_draw_roots_without_building_the_graph(monkeypatch: pyt
     expected = {
         "dot": gradexport.to_dot(gradexport.to_networkx(loss, params={"w": w})),
         "mermaid": gradexport.to_mermaid(gradexport.to_networkx(loss, params={"w": w})),
-        "json": gradexport.to_json(gradexport.to_networkx(loss, params={"w": w}, edge_metadata=True)),
+        "json": gradexport.to_json(gradexport.to_networkx(loss, params={"w": w})),
     }
     monkeypatch.setattr(GraphStream, "to_networkx", refuse)
     assert gradexport.to_dot(loss, params={"w": w}) == expected["dot"]

@@ -3,7 +3,9 @@
 One module per format, in NetworkX's readwrite style (``generate_*`` yields
 lines, ``to_*`` returns text, ``write_*`` writes a file atomically). Writers
 know nothing of torch; what a diagram shows is decided once, in
-:mod:`gradexport.formats.labels`, for DOT and Mermaid alike.
+:mod:`gradexport.formats.labels`, for DOT and Mermaid alike. Every writer
+also takes the same graph as a one-pass stream of adjacency records
+(:mod:`gradexport.formats.source`), and writes the same bytes for it.
 
 Example:
     >>> import networkx as nx

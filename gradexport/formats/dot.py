@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import IO, TYPE_CHECKING
 
 from .files import atomic_open
@@ -170,7 +171,7 @@ def _edge_text(look: EdgeLook) -> str:
 
 def to_dot(graph: GraphSource, options: DiagramOptions | None = None) -> str:
     """The DOT text of ``graph``, ending with a newline (see :func:`generate_dot`)."""
-    return "\n".join(generate_dot(graph, options)) + "\n"
+    return "\n".join(chain(generate_dot(graph, options), ("",)))  # the final newline without copying the text
 
 
 def write_dot(graph: GraphSource, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None) -> None:

@@ -42,6 +42,7 @@ import re
 import unicodedata
 import warnings
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import IO
 
 from .files import atomic_open
@@ -195,7 +196,7 @@ def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) 
 
 def to_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> str:
     """The Mermaid text of ``graph``, ending with a newline (see :func:`generate_mermaid`)."""
-    return "\n".join(generate_mermaid(graph, options)) + "\n"
+    return "\n".join(chain(generate_mermaid(graph, options), ("",)))  # the final newline without copying the text
 
 
 def write_mermaid(
