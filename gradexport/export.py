@@ -104,8 +104,8 @@ def _prepare(
     """:func:`as_graph`; with ``stream``, roots that need no collapsing become a :class:`GraphStream`.
 
     A writer draws a stream while it walks the autograd graph, with no
-    MultiDiGraph in between: two to three times faster, and the graph is
-    never in memory twice. The text is the same.
+    MultiDiGraph in between: a third less time, and the graph is never in
+    memory twice. The text is the same.
     """
     known = DiagramOptions.names() + _MODEL_OPTIONS + _SHAPE_OPTIONS
     unknown = sorted(set(options) - set(known))
