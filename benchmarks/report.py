@@ -241,12 +241,12 @@ def plot(results: dict[str, Any], path: Path) -> None:
     columns = 4
     rows = -(-len(generators) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False, sharey=True)
-    for axis, generator in zip(axes.flat, generators):
+    for axis, generator in zip(axes.flat, generators, strict=False):
         records = sorted((r for r in results["runs"] if r["generator"] == generator and "tasks" in r), key=lambda r: r["nodes"])
         for name, label, style in PLOTTED:
             points = [(r["nodes"], _task(r, name)["us_per_node"]) for r in records if "us_per_node" in _task(r, name)]
             if points:
-                axis.plot(*zip(*points), style, marker="o", markersize=3, label=label)
+                axis.plot(*zip(*points, strict=True), style, marker="o", markersize=3, label=label)
         axis.set_title(generator)
         axis.set_xscale("log")
         axis.set_yscale("log")

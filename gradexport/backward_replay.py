@@ -212,7 +212,7 @@ class Replay:
             width = max([len(_slot_label("out", i, t)) for i, t in enumerate(step.targets)] + [len("in[0]")])
             for slot, grad in enumerate(step.inputs):
                 lines += _tensor_lines(f"  {f'in[{slot}]':<{width}}", grad, precision, max_values)
-            for position, (grad, target) in enumerate(zip(step.outputs, step.targets)):
+            for position, (grad, target) in enumerate(zip(step.outputs, step.targets, strict=True)):
                 lines += _tensor_lines(f"  {_slot_label('out', position, target):<{width}}", grad, precision, max_values)
         for name, grad in self.grads.items():
             lines += _tensor_lines(f"grad {name}", grad, precision, max_values, indent="")
@@ -247,7 +247,7 @@ class Replay:
                     "inputs": [summary(grad) for grad in step.inputs],
                     "outputs": [
                         None if target is None else {"to": list(target), "grad": summary(grad)}
-                        for grad, target in zip(step.outputs, step.targets)
+                        for grad, target in zip(step.outputs, step.targets, strict=True)
                     ],
                 }
                 for step in self.steps
@@ -345,7 +345,7 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
     """
     per_root = _match_grad_outputs(roots, grad_outputs, caller)
     starts: list[Start] = []
-    for root, given in zip(roots, per_root):
+    for root, given in zip(roots, per_root, strict=True):
         if root.input_nr is not None:
             slots: list[tuple[int, Any]] = [(root.input_nr, given)]
         else:
@@ -516,7 +516,7 @@ def _run_step(
         raise ReplayError(node_id, op, f"returned {len(returned)} gradients for {len(next_functions)} next_functions")
     outputs: list[torch.Tensor | None] = []
     targets: list[tuple[str, int] | None] = []
-    for position, (grad, (child, slot)) in enumerate(zip(returned, next_functions)):
+    for position, (grad, (child, slot)) in enumerate(zip(returned, next_functions, strict=True)):
         if child is None:
             outputs.append(None)
             targets.append(None)
@@ -538,7 +538,7 @@ def _apply_python_node(
     # default is assumed.
     args = [
         grad if grad is not None else torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=meta.device)
-        for grad, meta in zip(inputs, node._input_metadata)
+        for grad, meta in zip(inputs, node._input_metadata, strict=True)
     ]
     results = _as_tuple(node.apply(*args))
     needs = node.needs_input_grad
@@ -548,14 +548,14 @@ def _apply_python_node(
         raise ReplayError(node_id, op, f"backward returned {len(results)} gradients for {len(needs)} forward inputs")
     # One next_functions entry per tensor argument of forward, (None, 0) for those that
     # need no gradient; so the arguments that need one map, in order, onto the others.
-    wanted = [grad for grad, needed in zip(results, needs) if needed]
+    wanted = [grad for grad, needed in zip(results, needs, strict=True) if needed]
     positions = [index for index, (child, _) in enumerate(node.next_functions) if child is not None]
     if len(wanted) != len(positions):
         raise ReplayError(
             node_id, op, f"{len(wanted)} inputs need a gradient but {len(positions)} next_functions are set"
         )
     mapped: list[torch.Tensor | None] = [None] * len(node.next_functions)
-    for position, grad in zip(positions, wanted):
+    for position, grad in zip(positions, wanted, strict=True):
         mapped[position] = grad
     return tuple(mapped)
 

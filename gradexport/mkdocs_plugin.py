@@ -380,7 +380,7 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
             )
         results = self._results(blocks, page)
         placeholders = self._pending[where] = {}
-        for block, result in reversed(list(zip(blocks, results))):
+        for block, result in reversed(list(zip(blocks, results, strict=True))):
             lines[block.start : block.end] = self._markdown_for(block, result, placeholders)
         return "\n".join(lines)
 

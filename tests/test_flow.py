@@ -41,7 +41,7 @@ def slot_gradients(case: Case, grad_outputs: list[torch.Tensor | None]) -> dict[
         retain_graph=True,
         allow_unused=True,
     )
-    return dict(zip(slots, grads))
+    return dict(zip(slots, grads, strict=True))
 
 
 # Not here: "compiled" (torch.compile is slow; test_replay runs it once), "freed_buffers" (the
@@ -138,7 +138,7 @@ def test_user_grads_are_the_same_as_a_plain_backward() -> None:
     gradexport.record_gradients(recorded.roots, module=recorded.module)
     plain = mlp_two_heads()
     torch.autograd.backward(list(plain.roots.values()))
-    for (name, got), (_, want) in zip(recorded.module.named_parameters(), plain.module.named_parameters()):
+    for (name, got), (_, want) in zip(recorded.module.named_parameters(), plain.module.named_parameters(), strict=True):
         assert torch.equal(got.grad, want.grad), name
 
 

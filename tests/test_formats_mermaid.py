@@ -64,7 +64,7 @@ def test_every_case_and_option_parses_and_draws_torchs_edges():
         mermaid.to_mermaid(grad_graph()),
     ]
     results = parse_mermaid(texts + extras)
-    for (name, case), result in zip(cases.items(), results):
+    for (name, case), result in zip(cases.items(), results[: len(texts)], strict=True):
         assert drawn_edges(*drawing(result)) == torch_edges(case.roots), name
     nodes, edges = drawing(results[len(texts)])
     assert sorted(label for _, target, label in edges if nodes[target][1] == "UnbindBackward0") == ["0→0", "1→1"]
@@ -99,7 +99,7 @@ def test_any_name_parses_and_shows_literally():
 
     collect()
     results = parse_mermaid([text for *_, text in drawn])
-    for (param, root, text), result in zip(drawn, results):
+    for (param, root, text), result in zip(drawn, results, strict=True):
         assert result["ok"], (param, root, result.get("error"), text)
         shown = {vertex["classes"][0]: mermaid_shown(vertex["text"]) for vertex in result["vertices"].values()}
         # mermaid.js trims the ASCII spaces that start a label (the name is its first line; HTML
@@ -160,6 +160,6 @@ def test_modules_are_nested_subgraphs_and_folded_modules_parse():
 def test_spaces_around_a_name_show_as_mermaid_keeps_them():
     params = ["  a b  ", "x\xa0", "\u2003x\u2003", "\x1c\x9c'\x12a\xa0"]
     results = parse_mermaid([mermaid.to_mermaid(named_graph(param, "loss")) for param in params])
-    for param, result in zip(params, results):
+    for param, result in zip(params, results, strict=True):
         shown = {vertex["classes"][0]: mermaid_shown(vertex["text"]) for vertex in result["vertices"].values()}
         assert shown["leaf"][0] == printable(param).lstrip(" "), param

@@ -79,7 +79,7 @@ def assert_faithful(case: Case, **options: object) -> nx.MultiDiGraph:
 
     root_records = graph.graph["roots"]
     assert [record["name"] for record in root_records] == [root.name for root in roots]
-    for record, root in zip(root_records, roots):
+    for record, root in zip(root_records, roots, strict=True):
         if root.tensor is not None and root.tensor.grad_fn is not None:
             root_attributes = graph.nodes[record["node"]]
             assert root_attributes["kind"] == "root"

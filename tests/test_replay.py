@@ -39,7 +39,7 @@ def engine_backward(case: Case, grad_outputs: list[torch.Tensor | None]) -> list
 
 def assert_same_grads(actual: list[torch.Tensor | None], expected: list[torch.Tensor | None]) -> None:
     assert [grad is None for grad in actual] == [grad is None for grad in expected]
-    for got, want in zip(actual, expected):
+    for got, want in zip(actual, expected, strict=True):
         if want is not None:
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)  # also checks dtype and device
             assert got.grad_fn is None and not got.requires_grad
@@ -71,7 +71,7 @@ def test_replay_leaves_the_grads_backward_leaves(name: str) -> None:
         assert step.op == graph.nodes[step.node]["op"]
         assert len(step.outputs) == len(step.targets) == graph.nodes[step.node]["num_next"]
     ids = trace(case.roots).ids
-    for leaf, want in zip(leaves, expected):
+    for leaf, want in zip(leaves, expected, strict=True):
         step = record.step(ids[torch.autograd.graph.get_gradient_edge(leaf).node])
         assert_same_grads([step.inputs[0]], [want])
 
@@ -147,7 +147,7 @@ def test_bias_gradient_is_reduced_over_the_batch() -> None:
     case = REPLAY_CASES["linear_on_batch"]()
     record = gradexport.replay(case.roots, module=case.module)
     bias_node = next(node for node, names in record.graph.nodes(data="names") if names == ["bias"])
-    arriving = [grad for step in record.steps for grad, target in zip(step.outputs, step.targets) if target == (bias_node, 0)]
+    arriving = [grad for step in record.steps for grad, target in zip(step.outputs, step.targets, strict=True) if target == (bias_node, 0)]
     assert [list(grad.shape) for grad in arriving] == [[2]]
     (grad_bias,) = torch.autograd.grad(case.roots, case.module.bias)
     assert torch.equal(case.module.bias.grad, grad_bias)

@@ -70,7 +70,7 @@ def _walk(node: dict[str, Any], in_shadow: bool = False) -> Iterator[tuple[dict[
 
 def _attributes(node: dict[str, Any]) -> dict[str, str]:
     values = node.get("attributes", [])
-    return dict(zip(values[::2], values[1::2]))
+    return dict(zip(values[::2], values[1::2], strict=True))
 
 
 def mermaid_diagrams(cdp: Any) -> list[dict[str, Any]]:
