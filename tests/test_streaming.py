@@ -77,6 +77,29 @@ def test_stream_records_are_the_graphs_nodes_and_out_edges_in_order(name: str) -
     assert all(re.fullmatch("n[0-9]+", node) for node, _, _ in records)  # what model_ids vouches for
 
 
+def other_roots() -> dict[str, object]:
+    """Roots that are not a tensor with a grad_fn: a leaf, a Node, a GradientEdge, and a mix with shared nodes."""
+    x = torch.randn(3, requires_grad=True)
+    hidden = x.exp()
+    loss = hidden.sum()
+    return {
+        "leaf": x,
+        "node": loss.grad_fn,
+        "gradient edge": torch.autograd.graph.get_gradient_edge(hidden),
+        "mixed": {"loss": loss, "edge": torch.autograd.graph.get_gradient_edge(hidden), "node": hidden.grad_fn, "x": x},
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(other_roots()))
+def test_streams_of_any_kind_of_root_match_the_graph(kind: str) -> None:
+    roots = other_roots()[kind]
+    graph = gradexport.to_networkx(roots, show_none=True)
+    stream = GraphStream(roots, show_none=True)
+    assert [(node, attributes, out) for node, attributes, out in stream] == [(n, graph.nodes[n], dict(graph.succ[n])) for n in graph]
+    assert stream.graph_attributes == graph.graph
+    assert gradexport.to_dot(roots, show_none=True) == dot.to_dot(graph)
+
+
 def test_export_functions_draw_roots_without_building_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: GraphStream) -> nx.MultiDiGraph:
         raise AssertionError("built a MultiDiGraph")
