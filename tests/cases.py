@@ -171,6 +171,18 @@ def compiled() -> Case:
     return Case(scaled_tanh(torch.randn(3)).sum() + weight.sum(), {"weight": weight})
 
 
+def deep_chain(length: int) -> torch.Tensor:
+    """``x * 1.5`` applied ``length`` times to a leaf: a graph as deep as it is long.
+
+    Past about 50,000 steps, build and drop it inside
+    :func:`gradexport.run_with_large_stack`: torch frees it recursively.
+    """
+    y = torch.zeros(1, requires_grad=True)
+    for _ in range(length):
+        y = y * 1.5
+    return y
+
+
 #: Every case, by name, for parametrised tests.
 CASES: dict[str, Callable[[], Case]] = {
     builder.__name__: builder

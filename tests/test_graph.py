@@ -10,7 +10,7 @@ import textwrap
 import networkx as nx
 import pytest
 import torch
-from cases import CASES, Case, Cube, multi_output
+from cases import CASES, Case, Cube, deep_chain, multi_output
 from torch import nn
 
 import gradexport
@@ -363,11 +363,7 @@ def test_bad_params_and_module_raise() -> None:
 
 
 def build_and_free_chain(length: int) -> tuple[int, int]:
-    x = torch.zeros(1, requires_grad=True)
-    y = x
-    for _ in range(length):
-        y = y * 1.5
-    graph = gradexport.to_networkx(y)
+    graph = gradexport.to_networkx(deep_chain(length))
     return graph.number_of_nodes(), graph.number_of_edges()
 
 

@@ -7,6 +7,7 @@ import re
 import networkx as nx
 import pytest
 import torch
+from cases import deep_chain
 from format_fixtures import FORMAT_CASES
 
 import gradexport
@@ -162,11 +163,7 @@ def test_a_stream_of_other_ids_is_drawn_with_safe_ids() -> None:
 
 
 def chain_to_dot(length: int) -> tuple[int, int]:
-    x = torch.zeros(1, requires_grad=True)
-    y = x
-    for _ in range(length):
-        y = y * 1.5
-    text = gradexport.to_dot(y)
+    text = gradexport.to_dot(deep_chain(length))
     return text.count(" -> "), text.count("[label=")
 
 

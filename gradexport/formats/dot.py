@@ -148,17 +148,14 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
             yield node_line(node, "  ")
         else:
             boxes.add(node)
-    depth = 1
-    for event, item in boxes.events():
+    for event, item, indent in boxes.events():
         if event == "node":
-            yield node_line(item, "  " * depth)
+            yield node_line(item, indent)
         elif event == "open":
-            yield f'{"  " * depth}subgraph "cluster_{item.id}" {{'
-            depth += 1
-            yield f'{"  " * depth}label={quote([item.label])}; {_CLUSTER_ATTRIBUTES}'
+            yield f'{indent}subgraph "cluster_{item.id}" {{'
+            yield f"{indent}  label={quote([item.label])}; {_CLUSTER_ATTRIBUTES}"
         else:
-            depth -= 1
-            yield f'{"  " * depth}}}'
+            yield f"{indent}}}"
     yield from edge_lines
     yield "}"
 

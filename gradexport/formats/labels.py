@@ -396,26 +396,32 @@ def diagram(source: GraphSource, options: DiagramOptions) -> Iterator[DiagramNod
             yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
-#: What :meth:`ModuleBoxes.events` yields: a node, or the start or end of a module's box.
-BoxEvent = tuple[str, "DiagramNode | Cluster"]
+#: What :meth:`ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.
+BoxEvent = tuple[str, "DiagramNode | Cluster", str]
 
 
 class ModuleBoxes:
     """Holds the nodes that sit in module boxes, then gives them back box by box, nested.
 
     Writers draw nodes without a group as they come and :meth:`add` the
-    others; :meth:`events` then yields ``("open", cluster)``, ``("node",
-    node)`` and ``("close", cluster)``, each box with its own nodes first and
-    then its sub-boxes, in the order their first node appeared. A box exists
-    for every path prefix, so ``layers.3.linear1`` sits inside ``layers.3``,
-    inside ``layers``.
+    others; :meth:`events` then yields ``("open", cluster, indent)``,
+    ``("node", node, indent)`` and ``("close", cluster, indent)``, each box
+    with its own nodes first and then its sub-boxes, in the order their first
+    node appeared. A box exists for every path prefix, so
+    ``layers.3.linear1`` sits inside ``layers.3``, inside ``layers``.
 
     Example:
         >>> boxes = ModuleBoxes()
         >>> boxes.add(DiagramNode("n1", "backward", ("Mm",), "a.b"))
         >>> boxes.add(DiagramNode("n2", "backward", ("T",), "a"))
-        >>> [(event, item.id) for event, item in boxes.events()]
-        [('open', 'g0'), ('node', 'n2'), ('open', 'g1'), ('node', 'n1'), ('close', 'g1'), ('close', 'g0')]
+        >>> for event, item, indent in boxes.events():
+        ...     print(f"{indent}{event} {item.id}")
+          open g0
+            node n2
+            open g1
+              node n1
+            close g1
+          close g0
     """
 
     def __init__(self) -> None:
@@ -437,19 +443,20 @@ class ModuleBoxes:
         self.members[node.group].append(node)
 
     def events(self) -> Iterator[BoxEvent]:
-        """The boxes and the nodes added to them, in drawing order."""
+        """The boxes and the nodes added to them, in drawing order, each with the indent of its line."""
         children = self.children
         ids = {path: f"g{index}" for index, path in enumerate(_preorder(children))}
         stack: list[tuple[str, bool]] = [(path, False) for path in reversed(children[None])]
         while stack:
             path, opened = stack.pop()
             cluster = Cluster(ids[path], path)
+            indent = "  " * (path.count(".") + 1)  # a top-level box inside the diagram's braces
             if opened:
-                yield "close", cluster
+                yield "close", cluster, indent
                 continue
-            yield "open", cluster
+            yield "open", cluster, indent
             for node in self.members[path]:
-                yield "node", node
+                yield "node", node, indent + "  "
             stack.append((path, True))
             stack.extend((child, False) for child in reversed(children[path]))
 

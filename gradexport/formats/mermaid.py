@@ -171,16 +171,13 @@ def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) 
             yield node_line(node, "  ")
         else:
             boxes.add(node)
-    depth = 1
-    for event, item in boxes.events():
+    for event, item, indent in boxes.events():
         if event == "node":
-            yield node_line(item, "  " * depth)
+            yield node_line(item, indent)
         elif event == "open":
-            yield counted(f'{"  " * depth}subgraph {item.id}["{_label([item.label])}"]')
-            depth += 1
+            yield counted(f'{indent}subgraph {item.id}["{_label([item.label])}"]')
         else:
-            depth -= 1
-            yield counted(f"{'  ' * depth}end")
+            yield counted(f"{indent}end")
     yield from edge_lines
     if size > MAX_TEXT_SIZE or edges > MAX_EDGES:
         warnings.warn(
