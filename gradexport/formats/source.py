@@ -39,12 +39,13 @@ Adjacency = tuple[Hashable, dict[str, Any], dict[Hashable, dict[Any, dict[str, A
 
 
 class AdjacencyStream(Protocol):
-    """A one-pass stream of :data:`Adjacency` records with the graph attributes at its end."""
+    """A one-pass stream of :data:`Adjacency` records with the graph attributes at its end.
+
+    It may also have ``model_ids = True`` when every id is ``n`` followed by digits.
+    """
 
     #: The graph attributes, complete once the stream is exhausted.
     graph_attributes: dict[str, Any]
-    #: Optional: True when every id is ``n`` followed by digits.
-    model_ids: bool
 
     def __iter__(self) -> Iterator[Adjacency]: ...
 
