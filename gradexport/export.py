@@ -126,12 +126,13 @@ def _prepare(
                 "this is a graph already, built with its own"
             )
         return _shaped(graph_or_roots, depth), diagram
+    model["edge_metadata"] = bool(model.get("edge_metadata")) or diagram.edge_shapes
     walk = GraphStream(
         graph_or_roots,
         show_none=bool(diagram.show_none),
         saved=bool(diagram.show_saved),
         caller=f"gradexport.{caller}",
-        **{**model, "edge_metadata": bool(model.get("edge_metadata")) or diagram.edge_shapes},
+        **model,
     )
     if stream and depth is None:
         return walk, diagram

@@ -394,41 +394,31 @@ class GraphStream:
         node_id = self.ids.get(node)
         if node_id is not None:
             return node_id
-        node_id = self.ids[node] = f"n{self.node_count}"
-        self.node_count += 1
+        node_id = self.ids[node] = self.new_id()
         next_functions = node.next_functions
         op, special = _type_facts(type(node))
         sequence_nr = node._sequence_nr()
-        if sequence_nr >= 2**63:
-            sequence_nr = signed(sequence_nr)
+        attributes: dict[str, Any] = {
+            "kind": "backward",
+            "op": op,
+            "torch_name": node.name(),
+            "sequence_nr": sequence_nr if sequence_nr < 2**63 else signed(sequence_nr),
+            "num_next": len(next_functions),
+        }
+        if special is not None:
+            attributes["special"] = special
         if op == "AccumulateGrad":
             variable = node.variable
-            attributes: dict[str, Any] = {
-                "kind": "leaf",
-                "op": op,
-                "torch_name": node.name(),
-                "sequence_nr": sequence_nr,
-                "num_next": len(next_functions),
-                **tensor_meta(variable),
-                "names": list(self.names_by_tensor.get(id(variable), ())),
-            }
+            attributes["kind"] = "leaf"
+            attributes.update(tensor_meta(variable))
+            attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
             owner = self.leaf_modules.get(id(variable))
             if owner is not None:
                 attributes["module"] = owner
-        else:
-            attributes = {
-                "kind": "backward",
-                "op": op,
-                "torch_name": node.name(),
-                "sequence_nr": sequence_nr,
-                "num_next": len(next_functions),
-            }
-            if special is not None:
-                attributes["special"] = special
-            if self.module_names is not None:
-                tagged = module_of(node)
-                if tagged is not None and id(tagged) in self.module_names:
-                    attributes["module"] = self.module_names[id(tagged)]
+        elif self.module_names is not None:
+            tagged = module_of(node)
+            if tagged is not None and id(tagged) in self.module_names:
+                attributes["module"] = self.module_names[id(tagged)]
         if self.saved:
             attributes["saved"] = summarize_saved(node)
         self.queue.append((node_id, next_functions, attributes, {}))

@@ -367,14 +367,14 @@ def diagram(source: GraphSource, options: DiagramOptions) -> Iterator[DiagramNod
                 continue
             target_id = target if ids_as_they_are else element_id(target)
             for data in keyed.values():
+                indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
+                plain = edge_looks.get(indices)
+                if plain is None:
+                    plain = edge_looks[indices] = EdgeLook((f"{indices[0]}→{indices[1]}",))
                 if not edge_shapes and "count" not in data and not (grad_norms and "grad" in data):
-                    indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
-                    edge_look = edge_looks.get(indices)
-                    if edge_look is None:
-                        edge_look = edge_looks[indices] = EdgeLook((f"{indices[0]}→{indices[1]}",))
-                    edges.append((target_id, edge_look))
+                    edges.append((target_id, plain))
                     continue
-                first = f"{data.get('next_index', '?')}→{data.get('input_nr', '?')}"
+                first = plain.lines[0]
                 if data.get("count", 1) > 1:
                     first += f" ×{data['count']}"
                 lines = [first]
@@ -387,11 +387,9 @@ def diagram(source: GraphSource, options: DiagramOptions) -> Iterator[DiagramNod
                     lines.append(f"‖g‖ {grad['norm']:.3g}")
                     color, width = scale.style(grad)
                 edges.append((target_id, EdgeLook(tuple(lines), color, width)))
-        if not drawn_none:
-            yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges))
-            continue
-        edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)
-        yield DiagramNode(node_id, look[0], look[1], group, edges)
+        if drawn_none:
+            edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)
+        yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges))
         for slot in drawn_none:
             yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
