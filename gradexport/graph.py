@@ -320,7 +320,7 @@ class GraphStream:
             else:
                 root_records.append({"name": root.name, "node": self.discover(root.node), "input_nr": root.input_nr})
         # The expansion of each node is written out here, with local counters,
-        # rather than in methods: a third of the walk's time went to calls.
+        # rather than in methods: the calls cost about a tenth of the walk.
         queue, ids, discover, show_none = self.queue, self.ids, self.discover, self.show_none
         edge_attributes = self.edge_attributes if self.edge_metadata else None
         edge_count, none_slot_count = self.edge_count, 0
