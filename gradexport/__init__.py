@@ -12,7 +12,6 @@ from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, repla
 from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
 from .flow import record_gradients
 from .formats import (
-    DiagramOptions,
     GraphvizNotFoundError,
     MermaidSizeWarning,
     OutputError,
@@ -21,6 +20,7 @@ from .formats import (
 )
 from .graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
 from .modules import capture_modules
+from .options import DiagramOptions, ExportOptions, FoldOptions, OptionWarning, RenderOptions, TraceOptions
 from .notebook import GraphView, show
 from .roots import Root, RootError, collect_roots
 from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
@@ -49,6 +49,11 @@ __all__ = [
     "run_with_large_stack",
     "to_networkx",
     "DiagramOptions",
+    "ExportOptions",
+    "FoldOptions",
+    "OptionWarning",
+    "RenderOptions",
+    "TraceOptions",
     "GraphView",
     "GraphvizNotFoundError",
     "MermaidSizeWarning",

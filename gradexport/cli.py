@@ -42,10 +42,10 @@ from typing import Any, NoReturn
 
 import torch
 
-from .export import DEFAULT_FORMATS, FORMATS, parse_formats, write
-from .formats.labels import DIRECTIONS
-from .graph import trace
+from .export import write
+from .formats.registry import DEFAULT_FORMATS, FORMATS, parse_formats
 from .modules import capture_modules
+from .options import ExportOptions
 from .roots import RootError
 from .stack import run_with_large_stack
 
@@ -115,12 +115,6 @@ def _target(text: str) -> tuple[str, str]:
     return location, name
 
 
-def _depth(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"--depth takes a whole number >= 0, got {text!r}")
-    return int(text)
-
-
 def _formats(text: str) -> list[str]:
     try:
         return parse_formats(text)
@@ -142,26 +136,12 @@ def _parser() -> _Parser:
         dest="formats",
         type=_formats,
         default=list(DEFAULT_FORMATS),
-        help=f"comma-separated formats from {', '.join(FORMATS)} (default: all)",
+        help=f"comma-separated formats from {', '.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})",
     )
     parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into, created as needed (default: .)")
     parser.add_argument("--stem", help="file name without extension (default: the function's name)")
-    parser.add_argument(
-        "--direction", choices=DIRECTIONS, default="TB", help="TB: loss at the top, leaves at the bottom (default); BT, LR, RL"
-    )
-    parser.add_argument("--show-none", action="store_true", help="draw inputs that need no gradient (None slots)")
-    parser.add_argument("--saved", action="store_true", help="list the values each node saved for backward")
-    parser.add_argument(
-        "--edge-shapes", action="store_true", help="label edges with the gradient's shape, and record it on the JSON's edges"
-    )
-    parser.add_argument(
-        "--depth",
-        type=_depth,
-        metavar="K",
-        help="fold every module K levels deep or deeper into one node (needs (roots, module) from the function)",
-    )
-    parser.add_argument("--prog", help="Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options; each applies to the formats it names)"))
     return parser
 
 
@@ -228,7 +208,7 @@ def _run(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         try:
             # The bar closes (and clears its line) before anything is printed.
-            with tqdm(total=2 + len(args.formats), file=sys.stderr, delay=0.5, leave=False, disable=not show_progress) as bar:
+            with tqdm(total=1 + len(args.formats), file=sys.stderr, delay=0.5, leave=False, disable=not show_progress) as bar:
                 paths = _export(args, bar)
         except _Failure as error:
             failure = error
@@ -260,37 +240,27 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
     bar.update()
     bar.set_description(f"{_PROG}: tracing the graph")
     roots, params, module = split_result(result)
-    try:
-        graph = trace(
-            roots,
-            params=params,
-            module=module,
-            show_none=args.show_none,
-            saved=args.saved,
-            edge_metadata=args.edge_shapes,
-            caller=_PROG,
-        ).graph
-    except RootError as error:
-        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
-    except Exception as error:
-        raise _Failure(f"tracing the graph of {location}:{name}() raised {_one_line(error)}") from None
-    del result, roots, params, module  # free the tensors here, on this thread
-    bar.update()
+    del result
+    if args.options.get("depth") is not None and module is None:
+        raise _Failure(
+            f"--depth {args.options['depth']} folds modules, but {location}:{name}() returned no nn.Module: "
+            "return (roots, model) and run the forward pass in it",
+            2,
+        )
     try:
         return write(
-            graph,
+            roots,
             args.output,
             args.formats,
             stem=args.stem or name.rpartition(".")[2],
-            prog=args.prog,
             progress=bar,
-            direction=args.direction,
-            show_none=args.show_none or None,
-            show_saved=args.saved or None,
-            edge_shapes=args.edge_shapes,
-            depth=args.depth,
+            params=params,
+            module=module,
+            **args.options,
         )
-    except (OSError, RuntimeError, ValueError) as error:
+    except RootError as error:
+        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+    except (OSError, RuntimeError, ValueError, TypeError) as error:
         raise _Failure(_one_line(error)) from None
 
 
@@ -301,4 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_request:  # --help (0) or a usage error (2), already printed by argparse
         return exit_request.code if isinstance(exit_request.code, int) else 2
+    args.options = ExportOptions.given_arguments(args)
+    try:  # an option that does nothing for these formats is a usage error, before the function runs
+        ExportOptions.from_keywords(args.options, formats=args.formats, from_roots=True, caller=_PROG)
+    except (TypeError, ValueError) as error:
+        print(f"{_PROG}: error: {_flat(str(error).replace('gradexport: ', '', 1))} (see {_PROG} --help)", file=sys.stderr)
+        return 2
     return run_with_large_stack(_run, args)

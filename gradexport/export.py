@@ -2,28 +2,32 @@
 
 Every function takes either roots (what :func:`gradexport.to_networkx` takes:
 a tensor, a ``grad_fn``, a tuple, list or dict of them) or a graph it built,
-plus keyword options:
+plus keyword options, each declared once in :mod:`gradexport.options`:
 
-- Diagram options (:class:`gradexport.formats.labels.DiagramOptions`):
-  ``direction`` (``"TB"`` default: loss at the top, leaves at the bottom;
-  ``"BT"``, ``"LR"``, ``"RL"``), ``show_none``, ``show_saved``,
-  ``edge_shapes``, ``grad_norms``.
-- When roots are given: ``params`` (names for leaves, as
-  ``model.named_parameters()`` gives) and ``module`` (a module whose
-  parameters and buffers name the leaves, and whose submodules name the
-  nodes of a forward pass run inside :func:`gradexport.capture_modules`);
-  ``edge_metadata=True`` records the shape, dtype and device of the gradient
-  on every edge (in JSON; ``edge_shapes`` turns it on for diagrams);
-  ``show_none=True`` and ``show_saved=True`` also make the graph record None
-  slots and saved values.
-- ``depth``: fold every module nested that deep or deeper into one node
-  (:func:`gradexport.collapse`) before drawing.
-- ``fit`` (Mermaid only, default ``True``): when the diagram is over mermaid.js's
-  limits and the graph knows its modules, draw the deepest collapse that fits,
-  with a :class:`gradexport.MermaidSizeWarning` saying so; ``fit=False``
-  draws everything (and warns that mermaid.js will refuse it).
+- Trace options, only with roots: ``params`` (names for leaves, as
+  ``model.named_parameters()`` gives), ``module`` (a module whose parameters
+  and buffers name the leaves, and whose submodules name the nodes of a
+  forward pass run inside :func:`gradexport.capture_modules`),
+  ``edge_metadata`` (the shape, dtype and device of the gradient on every edge).
+- Fold options: ``depth`` (fold every module nested that deep or deeper into
+  one node, see :func:`gradexport.collapse`); ``fit`` (Mermaid only, default
+  ``True``: when the diagram is over mermaid.js's limits and the graph knows
+  its modules, draw the deepest collapse that fits, with a
+  :class:`gradexport.MermaidSizeWarning` saying so).
+- Diagram options (:class:`gradexport.DiagramOptions`): ``direction``,
+  ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
+  ``group_modules``. ``show_none`` and ``show_saved`` also make a trace
+  record None slots and saved values; ``edge_shapes`` records edge shapes.
+- Render options: ``prog`` (SVG only: the Graphviz program).
 
-JSON holds the graph itself, so only the options that shape the graph apply to it.
+An option that does nothing for the call is a :class:`TypeError` naming
+where it applies: ``to_dot(x, fit=False)``, ``to_json(x, direction="LR")``,
+``to_dot(graph, params=...)``.
+
+Every call traces roots once, whatever the formats, and draws the graph
+while it walks it (a :class:`gradexport.GraphStream`, with no MultiDiGraph
+in between) wherever no format needs the whole graph. Formats are listed in
+:mod:`gradexport.formats.registry`.
 
 Example:
     >>> import torch, gradexport
@@ -41,197 +45,153 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Union
 
 import networkx as nx
 
-from .formats import dot, json, mermaid, svg
+from .formats import dot
 from .formats.files import StagedFiles
-from .formats.labels import DiagramOptions
-from .formats.source import GraphSource
+from .formats.registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats
+from .formats.source import Source
 from .graph import GraphStream, gc_paused
+from .options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from .roots import Roots
-from .simplify import collapse, module_depth
+from .simplify import collapse
 
 if TYPE_CHECKING:
     import pydot
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "fitted_mermaid", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
 
-#: Each format :func:`write` knows, with its file extension.
-FORMATS: dict[str, str] = {"dot": ".dot", "svg": ".svg", "mermaid": ".mmd", "json": ".json"}
-#: The formats :func:`write` writes unless told otherwise.
-DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")
 
-_MODEL_OPTIONS = ("params", "module", "edge_metadata")
-_SHAPE_OPTIONS = ("depth", "fit")
+def prepare(
+    graph_or_roots: GraphOrRoots, formats: Sequence[str], keywords: ExportKeywords, *, caller: str, whole: bool = False
+) -> tuple[Source, ExportOptions]:
+    """Read the options for ``formats``, then trace roots once and fold as asked.
 
-
-def as_graph(graph_or_roots: GraphOrRoots, *, caller: str = "as_graph", **options: Any) -> tuple[nx.MultiDiGraph, DiagramOptions]:
-    """Split ``options`` into diagram and model options, and trace roots into a graph.
-
-    A graph is returned as it is; roots are traced with ``params``,
-    ``module``, ``show_none`` and ``show_saved`` (as ``saved``), and with
-    the shape of every edge when ``edge_metadata`` or ``edge_shapes`` asks
-    for it (it costs a lookup per edge).
+    The result is a stream when roots are drawn in one format that can draw
+    one, nothing is folded and ``whole`` is false; otherwise it is the whole graph.
 
     Raises:
-        TypeError: for an unknown option, ``params``/``module``/``edge_metadata``
-            with a graph, or a graph that is not a ``MultiDiGraph``.
+        TypeError: an unknown option or one that does not apply (see
+            :meth:`gradexport.options.ExportOptions.from_keywords`), or a
+            graph that is not a ``MultiDiGraph``.
+    """
+    is_graph = isinstance(graph_or_roots, nx.Graph)
+    specs = [FORMATS[name] for name in formats]
+    options = ExportOptions.from_keywords(keywords, formats=formats, from_roots=not is_graph, caller=f"gradexport.{caller}")
+    diagram = options.diagram
+    if is_graph:
+        source = Source.of(graph_or_roots)
+        if diagram.edge_shapes and any(spec.diagram for spec in specs):
+            _warn_without_shapes(graph_or_roots, caller)
+    else:
+        walk = GraphStream(
+            graph_or_roots,
+            params=options.trace.params,
+            module=options.trace.module,
+            show_none=bool(diagram.show_none),
+            saved=bool(diagram.show_saved),
+            edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
+            caller=f"gradexport.{caller}",
+        )
+        streams = not whole and len(specs) == 1 and options.fold.depth is None and specs[0].streams(options)
+        source = Source(None, walk) if streams else Source(walk.to_networkx())
+    if options.fold.depth is not None:
+        graph = source.whole("folding modules (depth=)")
+        if all(path is None for _, path in graph.nodes(data="module")):
+            warnings.warn(
+                OptionWarning(
+                    f"gradexport.{caller}: depth={options.fold.depth} folds nothing, since no node of this graph has a "
+                    "module: run the forward pass inside gradexport.capture_modules() and pass module=model"
+                ),
+                stacklevel=3,
+            )
+        source = Source(collapse(graph, options.fold.depth))
+    return source, options
+
+
+def _warn_without_shapes(graph: nx.MultiDiGraph, caller: str) -> None:
+    if graph.number_of_edges() and not any("shape" in data for _, _, data in graph.edges(data=True)):
+        warnings.warn(
+            OptionWarning(
+                f"gradexport.{caller}: edge_shapes=True draws no shapes, since this graph's edges have none: "
+                "build it with gradexport.to_networkx(..., edge_metadata=True), or pass the roots"
+            ),
+            stacklevel=4,
+        )
+
+
+def as_graph(graph_or_roots: GraphOrRoots, formats: Sequence[str] = ("dot",), *, caller: str = "as_graph", **options: Unpack[ExportKeywords]) -> tuple[nx.MultiDiGraph, ExportOptions]:
+    """The whole graph of roots or a graph, folded as asked, with the options read for ``formats``.
 
     Example:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> graph, options = as_graph(x * 2, params={"x": x}, direction="LR")
-        >>> graph.number_of_nodes(), options.direction
+        >>> graph.number_of_nodes(), options.diagram.direction
         (3, 'LR')
     """
-    graph, diagram = _prepare(graph_or_roots, caller, options, stream=False)
-    assert isinstance(graph, nx.MultiDiGraph)  # stream=False
-    return graph, diagram
+    source, export_options = prepare(graph_or_roots, formats, options, caller=caller, whole=True)
+    return source.whole(caller), export_options
 
 
-def _prepare(
-    graph_or_roots: GraphOrRoots, caller: str, options: dict[str, Any], *, stream: bool
-) -> tuple[GraphSource, DiagramOptions]:
-    """:func:`as_graph`; with ``stream``, roots that need no collapsing become a :class:`GraphStream`.
-
-    A writer draws a stream while it walks the autograd graph, with no
-    MultiDiGraph in between: a third less time, and the graph is never in
-    memory twice. The text is the same.
-    """
-    known = DiagramOptions.names() + _MODEL_OPTIONS + _SHAPE_OPTIONS
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise TypeError(f"gradexport.{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    diagram = DiagramOptions(**{name: options[name] for name in DiagramOptions.names() if name in options})
-    model = {name: options[name] for name in _MODEL_OPTIONS if name in options}
-    depth = options.get("depth")
-    if isinstance(graph_or_roots, nx.Graph):
-        if not isinstance(graph_or_roots, nx.MultiDiGraph):
-            raise TypeError(
-                f"gradexport.{caller}() needs a networkx.MultiDiGraph (from gradexport.to_networkx), "
-                f"got a {type(graph_or_roots).__name__}, which cannot hold the parallel edges of a + a"
-            )
-        if model:
-            raise TypeError(
-                f"gradexport.{caller}(): {' and '.join(model)} apply while tracing roots; "
-                "this is a graph already, built with its own"
-            )
-        return _shaped(graph_or_roots, depth), diagram
-    model["edge_metadata"] = bool(model.get("edge_metadata")) or diagram.edge_shapes
-    walk = GraphStream(
-        graph_or_roots,
-        show_none=bool(diagram.show_none),
-        saved=bool(diagram.show_saved),
-        caller=f"gradexport.{caller}",
-        **model,
-    )
-    if stream and depth is None:
-        return walk, diagram
-    return _shaped(walk.to_networkx(), depth), diagram
+def _text(name: str, graph_or_roots: GraphOrRoots, keywords: ExportKeywords) -> str:
+    source, options = prepare(graph_or_roots, [name], keywords, caller=f"to_{name}")
+    with gc_paused():
+        return FORMATS[name].text(source, options)
 
 
-def _shaped(graph: nx.MultiDiGraph, depth: int | None) -> nx.MultiDiGraph:
-    return graph if depth is None else collapse(graph, depth)
-
-
-def _render_mermaid(graph: GraphSource, diagram: DiagramOptions) -> tuple[str, warnings.WarningMessage | None]:
-    """The Mermaid text of ``graph`` and the size warning it raised, if any (held back, not shown)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", mermaid.MermaidSizeWarning)
-        text = mermaid.to_mermaid(graph, diagram)
-    size_warnings = [warning for warning in caught if issubclass(warning.category, mermaid.MermaidSizeWarning)]
-    for warning in caught:
-        if warning not in size_warnings:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return text, size_warnings[0] if size_warnings else None
-
-
-def fitted_mermaid(graph: GraphSource, diagram: DiagramOptions, fit: bool = True) -> str:
-    """Mermaid text of ``graph``, or of its deepest :func:`gradexport.collapse` that mermaid.js draws.
-
-    With ``fit`` and a graph over mermaid.js's limits that knows its modules,
-    the text is that of the deepest collapse within the limits, with a
-    :class:`gradexport.MermaidSizeWarning` saying so. Otherwise it is the
-    whole graph's text, with the writer's size warning when it is over the
-    limits. Each candidate is rendered once; a graph with more edges than
-    the limit is not rendered whole unless no collapse fits. A stream (see
-    :mod:`gradexport.formats.source`) is drawn whole.
-    """
-    has_modules = fit and isinstance(graph, nx.Graph) and any(path is not None for _, path in graph.nodes(data="module"))
-    full: tuple[str, warnings.WarningMessage | None] | None = None
-    if not has_modules or graph.number_of_edges() <= mermaid.MAX_EDGES:
-        full = _render_mermaid(graph, diagram)
-        if full[1] is None or not has_modules:
-            return _shown(*full)
-    for depth in range(module_depth(graph), -1, -1):
-        candidate = collapse(graph, depth)
-        text, too_large = _render_mermaid(candidate, diagram)
-        if too_large is None:
-            warnings.warn(
-                mermaid.MermaidSizeWarning(
-                    f"the full Mermaid diagram ({graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges) "
-                    f"is over mermaid.js's limits, so modules at depth {depth} and deeper are folded into one node "
-                    f"each ({candidate.number_of_nodes():,} nodes). Pass depth= to choose the folding, or use SVG "
-                    "for the whole graph."
-                ),
-                stacklevel=3,
-            )
-            return text
-    return _shown(*(full or _render_mermaid(graph, diagram)))
-
-
-def _shown(text: str, size_warning: warnings.WarningMessage | None) -> str:
-    if size_warning is not None:
-        warnings.warn(size_warning.message, stacklevel=4)
-    return text
-
-
-def to_dot(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+def to_dot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
     """Graphviz DOT text (see :mod:`gradexport.formats.dot` for the legend)."""
-    source, diagram = _prepare(graph_or_roots, "to_dot", options, stream=True)
-    with gc_paused():
-        return dot.to_dot(source, diagram)
+    return _text("dot", graph_or_roots, options)
 
 
-def to_pydot(graph_or_roots: GraphOrRoots, **options: Any) -> pydot.Dot:
+def to_pydot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> pydot.Dot:
     """The DOT of :func:`to_dot` as a :class:`pydot.Dot` (parsing costs time on large graphs)."""
-    source, diagram = _prepare(graph_or_roots, "to_pydot", options, stream=True)
-    return dot.to_pydot(source, diagram)
+    source, export_options = prepare(graph_or_roots, ["dot"], options, caller="to_pydot")
+    return dot.to_pydot(source, export_options.diagram)
 
 
-def to_mermaid(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+def to_mermaid(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
     """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
-    fit = options.get("fit", True)
-    # Only a graph traced with module= has modules to fold, and folding needs the whole graph.
-    source, diagram = _prepare(graph_or_roots, "to_mermaid", options, stream=not (fit and "module" in options))
-    with gc_paused():
-        return fitted_mermaid(source, diagram, fit)
+    return _text("mermaid", graph_or_roots, options)
 
 
-def to_svg(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> str:
+def to_svg(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
     """SVG text rendered by Graphviz; ``prog`` picks the program (see :mod:`gradexport.formats.svg`)."""
-    source, diagram = _prepare(graph_or_roots, "to_svg", options, stream=True)
-    return svg.to_svg(source, diagram, prog)
+    return _text("svg", graph_or_roots, options)
 
 
-def to_json(graph_or_roots: GraphOrRoots, **options: Any) -> str:
+def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
     """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph.
 
     From roots it is the JSON of ``to_networkx(roots)`` with the same
     options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
     """
-    source, _ = _prepare(graph_or_roots, "to_json", options, stream=True)
+    return _text("json", graph_or_roots, options)
+
+
+def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
+    """The text of each format, from one trace (what the MkDocs plugin embeds).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> sorted(render((x * 2).sum(), "dot,json", params={"x": x}))
+        ['dot', 'json']
+    """
+    names = parse_formats(formats)
+    source, export_options = prepare(graph_or_roots, names, options, caller="render")
     with gc_paused():
-        return json.to_json(source)
+        return {name: FORMATS[name].text(source, export_options) for name in names}
 
 
 def write(
@@ -240,31 +200,32 @@ def write(
     formats: Iterable[str] | str = DEFAULT_FORMATS,
     *,
     stem: str = "graph",
-    prog: str | os.PathLike[str] | None = None,
     progress: bool | tqdm = False,
-    **options: Any,
+    **options: Unpack[ExportKeywords],
 ) -> dict[str, Path]:
     """Write one file per format into ``folder`` (created as needed), named ``stem`` plus the extension.
 
-    Extensions are in :data:`FORMATS` (``.dot``, ``.svg``, ``.mmd``, ``.json``).
-    The files appear only once all of them were written: if one fails (say,
-    no Graphviz for the SVG), none changes and no temporary file remains.
+    Formats and their extensions are in :mod:`gradexport.formats.registry`
+    (``.dot``, ``.svg``, ``.mmd``, ``.json``...). Roots are traced once; one
+    format that can be drawn while the graph is walked is. The files appear
+    only once all of them were written: if one fails (say, no Graphviz for
+    the SVG), none changes and no temporary file remains.
 
     Args:
         graph_or_roots: A graph from :func:`gradexport.to_networkx`, or roots.
         folder: Where to write.
-        formats: Names from :data:`FORMATS`, or one comma-separated string.
+        formats: Format names, or one comma-separated string.
         stem: The file name without extension.
-        prog: Graphviz program for SVG (see :mod:`gradexport.formats.svg`).
         progress: Show a progress bar on stderr (``True``), or advance this
             tqdm bar by one step per file.
-        **options: Diagram and model options (see the module docstring).
+        **options: Trace, fold, diagram and render options (see the module docstring).
 
     Returns:
         The path written for each format, in the order given.
 
     Raises:
         ValueError: an unknown format or a stem that is not a plain file name.
+        TypeError: an option that does not apply to any of the formats.
         OutputError: a folder or file cannot be written.
         GraphvizNotFoundError, RenderError: SVG could not be rendered.
 
@@ -276,37 +237,17 @@ def write(
         [('dot', 'graph.dot'), ('json', 'graph.json')]
     """
     names = parse_formats(formats)
-    if not stem or stem in (".", "..") or any(separator in stem for separator in ("/", "\\", "\0")):
+    if not isinstance(stem, str) or not stem or stem in (".", "..") or any(separator in stem for separator in ("/", "\\", "\0")):
         raise ValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
-    graph, diagram = as_graph(graph_or_roots, caller="write", **options)
-    paths = {name: Path(folder) / f"{stem}{FORMATS[name]}" for name in names}
-    writers: dict[str, Callable[[IO[str]], None]] = {
-        "dot": lambda file: dot.write_dot(graph, file, diagram),
-        "svg": lambda file: svg.write_svg(graph, file, diagram, prog),
-        "mermaid": lambda file: file.write(fitted_mermaid(graph, diagram, options.get("fit", True))),
-        "json": lambda file: json.write_json(graph, file),
-    }
-    with _progress_bar(progress, len(names)) as bar, StagedFiles() as staged:
-        for name in names:
-            bar.set_description(f"gradexport: writing {paths[name].name}")
-            writers[name](staged.open(paths[name]))
+    source, export_options = prepare(graph_or_roots, names, options, caller="write")
+    specs: list[Format] = [FORMATS[name] for name in names]
+    paths = {spec.name: Path(folder) / f"{stem}{spec.extension}" for spec in specs}
+    with _progress_bar(progress, len(specs)) as bar, StagedFiles() as staged, gc_paused():
+        for spec in specs:
+            bar.set_description(f"gradexport: writing {paths[spec.name].name}")
+            spec.write_to(source, staged.open(paths[spec.name]), export_options)
             bar.update()
     return paths
-
-
-def parse_formats(formats: Iterable[str] | str) -> list[str]:
-    """Format names in order without repeats, from names or a comma-separated string.
-
-    Example:
-        >>> parse_formats("svg, dot,svg")
-        ['svg', 'dot']
-    """
-    items = formats.split(",") if isinstance(formats, str) else list(formats)
-    names = list(dict.fromkeys(str(item).strip().lower() for item in items if str(item).strip()))
-    unknown = [name for name in names if name not in FORMATS]
-    if unknown or not names:
-        raise ValueError(f"unknown format(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FORMATS)}")
-    return names
 
 
 @contextmanager
@@ -319,3 +260,4 @@ def _progress_bar(progress: bool | tqdm, total: int) -> Iterator[tqdm]:
     # delay: nothing appears for graphs written in under half a second.
     with tqdm(total=total, unit="file", file=sys.stderr, delay=0.5, leave=False, disable=not progress) as bar:
         yield bar
+

@@ -51,6 +51,7 @@ after the tensors are gone.
 from __future__ import annotations
 
 import gc
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -61,6 +62,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from .formats.source import Adjacency
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta, type_name
@@ -233,12 +235,6 @@ def _type_facts(node_type: type) -> tuple[str, str | None]:
     return op, special
 
 
-#: One node of the graph as :class:`GraphStream` yields it: its id, its attribute
-#: dict and its out-edges ``{target: {key: edge attributes}}``, exactly as the
-#: MultiDiGraph holds them (``graph.nodes[id]`` and ``graph.succ[id]``).
-Adjacency = tuple[str, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]
-
-
 class GraphStream:
     """The graph of :func:`to_networkx`, one node at a time, without building it.
 
@@ -285,6 +281,7 @@ class GraphStream:
         self.roots = collect_roots(roots, caller=caller)
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
+        self.caller = caller
         self.names_by_tensor = _leaf_names(params, module)
         self.module_names = qualified_names(module) if module is not None else None
         self.leaf_modules = _leaf_modules(module) if module is not None else {}
@@ -298,6 +295,8 @@ class GraphStream:
         self.node_count = 0
         self.edge_count = 0
         self.none_slot_count = 0
+        #: With module=: backward nodes seen, and those a module of it made.
+        self.backward_count = self.module_node_count = 0
         self.started = False
         # Queued nodes: id, the next_functions still to expand, attributes, and
         # the out-edges already known (a root tensor's, drawn when it is named).
@@ -348,6 +347,12 @@ class GraphStream:
                 edge_count += 1
             yield source, attributes, out
         self.edge_count, self.none_slot_count = edge_count, none_slot_count
+        if self.backward_count and not self.module_node_count:
+            warnings.warn(
+                f"{self.caller}: module= named no backward node, since the forward pass did not run inside "
+                "gradexport.capture_modules(): run it there to box nodes by module (the leaves are named all the same)",
+                stacklevel=2,
+            )
         self.graph_attributes.update(
             torch_version=torch.__version__,
             roots=root_records,
@@ -416,9 +421,11 @@ class GraphStream:
             if owner is not None:
                 attributes["module"] = owner
         elif self.module_names is not None:
+            self.backward_count += 1
             tagged = module_of(node)
             if tagged is not None and id(tagged) in self.module_names:
                 attributes["module"] = self.module_names[id(tagged)]
+                self.module_node_count += 1
         if self.saved:
             attributes["saved"] = summarize_saved(node)
         self.queue.append((node_id, next_functions, attributes, {}))

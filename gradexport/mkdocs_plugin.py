@@ -37,11 +37,14 @@ Options (each optional):
 ``graph``
     A Python expression, evaluated after the block ran, giving the roots
     (anything :func:`gradexport.to_networkx` takes, or a graph it built).
-Diagram options
-    Any option of the writers (:class:`gradexport.formats.DiagramOptions`:
-    ``direction``, ``show_none``, ``show_saved``, ``edge_shapes``,
-    ``grad_norms``), e.g. ``direction="LR" edge_shapes="true"``; ``true``,
-    ``false`` and ``none`` are read as Python's ``True``, ``False``, ``None``.
+Export options
+    Any option of the export functions that can be written as text (see
+    :mod:`gradexport.options`; the guide lists them all): ``direction``,
+    ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
+    ``group_modules``, ``depth``, ``fit``, ``edge_metadata``, ``prog``, e.g.
+    ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and
+    ``none`` are read as Python's ``True``, ``False``, ``None``. An option
+    that applies to none of the block's formats stops the build.
 
 A failing block stops the build with a :class:`mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
@@ -104,7 +107,6 @@ MERMAID_SITE_PATH = "js/mermaid.min.js"
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>.*)$")
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_LITERALS = {"true": True, "false": False, "none": None}
 
 
 class GradexportPluginConfig(Config):
@@ -121,8 +123,8 @@ class BlockOptions:
     show: frozenset[str]
     formats: tuple[str, ...]
     graph: str | None
-    #: Keyword arguments for the writers, as ``(name, value)`` pairs.
-    diagram: tuple[tuple[str, Any], ...] = ()
+    #: Keyword options of the export functions, as ``(name, value)`` pairs.
+    export: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -161,34 +163,40 @@ def parse_options(info: str, default_formats: tuple[str, ...], where: str) -> Bl
 
     Example:
         >>> options = parse_options('formats="svg" graph="loss" direction="LR"', ("mermaid",), "page.md:1")
-        >>> sorted(options.show), options.formats, options.graph, options.diagram
+        >>> sorted(options.show), options.formats, options.graph, options.export
         (['code', 'diagram', 'output'], ('svg',), 'loss', (('direction', 'LR'),))
     """
-    diagram_options = importlib.import_module("gradexport.formats").DiagramOptions.names()
+    export_options = importlib.import_module("gradexport.options")
+    option_names = [item.name for _, item, info in export_options.option_table() if info.parse is not None]
     try:
         words = shlex.split(info)
     except ValueError as error:
         raise PluginError(f"{where}: cannot read the options {info!r}: {error}") from None
     values: dict[str, str] = {}
-    diagram: list[tuple[str, Any]] = []
+    given: dict[str, str] = {}
     for word in words:
         key, equals, value = word.partition("=")
-        if equals and key in diagram_options:
-            diagram.append((key, _LITERALS.get(value.lower(), value)))
+        if equals and key in option_names:
+            given[key] = value
         elif equals and key in ("show", "formats", "graph"):
             values[key] = value
         else:
             raise PluginError(
                 f"{where}: unknown option {word!r} on a gradexport block; use show=\"code output diagram\", "
-                f'formats="mermaid svg", graph="EXPRESSION" or a diagram option ({", ".join(diagram_options)})'
+                f'formats="mermaid svg", graph="EXPRESSION" or an export option ({", ".join(option_names)})'
             )
     show = frozenset(values["show"].split()) if "show" in values else frozenset(PARTS)
     formats = tuple(values["formats"].split()) if "formats" in values else default_formats
     if not show <= set(PARTS):
         raise PluginError(f"{where}: show={values['show']!r}: each part must be one of {', '.join(PARTS)}")
     _check_formats(formats, where)
+    try:
+        keywords = export_options.ExportOptions.parse_text(given, caller=where)
+        export_options.ExportOptions.from_keywords(keywords, formats=formats, from_roots=True, caller=where)
+    except (TypeError, ValueError) as error:
+        raise PluginError(str(error)) from None
     graph = values.get("graph") or None
-    return BlockOptions(show=show, formats=formats, graph=graph, diagram=tuple(diagram))
+    return BlockOptions(show=show, formats=formats, graph=graph, export=tuple(keywords.items()))
 
 
 def _check_formats(formats: tuple[str, ...] | list[str], where: str) -> None:
@@ -254,7 +262,7 @@ def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResul
                     value = eval(compile(block.options.graph, "<graph option>", "eval"), namespace)
             diagrams = {}
             if "diagram" in block.options.show and value is not None:
-                diagrams = {name: _render(name, value, dict(block.options.diagram)) for name in block.options.formats}
+                diagrams = _render(value, block.options)
         except (Exception, SystemExit) as error:  # sys.exit() in an example is a failure too, not the build's exit
             raise ExampleError(
                 f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
@@ -292,12 +300,12 @@ def _format_traceback(error: BaseException, path: str) -> str:
     return "".join(traceback.format_exception(type(error), error, tb))
 
 
-def _render(name: str, value: Any, options: dict[str, Any]) -> str:
-    gradexport = importlib.import_module("gradexport")
-    if name == "mermaid":
-        return gradexport.to_mermaid(value, **options)
-    svg = gradexport.to_svg(value, **options)
-    return svg[svg.index("<svg") :]  # inline: drop the XML prolog and DOCTYPE
+def _render(value: Any, options: BlockOptions) -> dict[str, str]:
+    """The block's diagrams, from one trace of its roots."""
+    texts = importlib.import_module("gradexport.export").render(value, options.formats, **dict(options.export))
+    if "svg" in texts:
+        texts["svg"] = texts["svg"][texts["svg"].index("<svg") :]  # inline: drop the XML prolog and DOCTYPE
+    return texts
 
 
 def library_fingerprint() -> str:

@@ -24,7 +24,7 @@ import networkx as nx
 
 from .export import GraphOrRoots, as_graph
 from .formats import mermaid, svg
-from .formats.labels import DiagramOptions
+from .options import DiagramOptions, ExportKeywords, Unpack
 
 __all__ = ["GraphView", "show"]
 
@@ -67,7 +67,15 @@ class GraphView:
         return f"GraphView({self.graph.number_of_nodes()} nodes, {self.graph.number_of_edges()} edges)"
 
 
-def show(graph_or_roots: GraphOrRoots, *, prog: str | os.PathLike[str] | None = None, **options: Any) -> GraphView:
-    """A :class:`GraphView` of roots or a graph; takes the options of :func:`gradexport.to_dot`."""
-    graph, diagram = as_graph(graph_or_roots, caller="show", **options)
-    return GraphView(graph, diagram, prog)
+def show(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphView:
+    """A :class:`GraphView` of roots or a graph; takes the options of :func:`gradexport.to_svg` and :func:`gradexport.to_mermaid`.
+
+    Raises:
+        GraphvizNotFoundError: ``prog`` was given and names no Graphviz program
+            (without ``prog``, a notebook shows Mermaid where Graphviz is missing).
+    """
+    graph, export_options = as_graph(graph_or_roots, ("svg", "mermaid"), caller="show", **options)
+    prog = export_options.render.prog
+    if prog is not None:
+        svg.find_graphviz(prog)
+    return GraphView(graph, export_options.diagram, prog)

@@ -38,6 +38,8 @@ from typing import Any
 
 import networkx as nx
 
+from .formats.mermaid import LIMITS as MERMAID_LIMITS
+
 __all__ = ["VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
 
 #: Backward ops of views and reshapes: pure plumbing that :func:`hide` can contract.
@@ -250,19 +252,39 @@ def _contract(graph: nx.MultiDiGraph, node: Hashable) -> None:
             graph.add_edge(source, target, key=key, **data)
 
 
-def fit(graph: nx.MultiDiGraph, *, max_nodes: int | None = None, max_edges: int | None = 500) -> nx.MultiDiGraph:
+def fit(
+    graph: nx.MultiDiGraph,
+    *,
+    max_nodes: int | None = None,
+    max_edges: int | None = MERMAID_LIMITS.max_edges,
+    fits: Callable[[nx.MultiDiGraph], bool] | None = None,
+) -> nx.MultiDiGraph:
     """Return ``graph`` if it is within budget, else the deepest :func:`collapse` that is.
 
-    The default edge budget is mermaid.js's own limit (500 edges).
+    The default edge budget is mermaid.js's own limit (500 edges). ``fits``
+    adds a test of its own, asked only of candidates within the node and edge
+    budget, from the whole graph to ever shallower collapses: the Mermaid
+    export passes one that draws the candidate and checks its text size.
 
     Raises:
         GraphTooLargeError: when even ``depth=0`` is over budget, or the graph
             has no module information to collapse by; the message says what to do.
+
+    Example:
+        >>> import torch, gradexport
+        >>> stack = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(4)))
+        >>> with gradexport.capture_modules():
+        ...     total = stack(torch.ones(1, 2)).sum()
+        >>> small = fit(gradexport.to_networkx(total, module=stack), max_nodes=8)
+        >>> small.graph["collapsed_depth"], small.number_of_nodes()
+        (1, 6)
     """
 
     def within(candidate: nx.MultiDiGraph) -> bool:
-        return (max_nodes is None or candidate.number_of_nodes() <= max_nodes) and (
-            max_edges is None or candidate.number_of_edges() <= max_edges
+        return (
+            (max_nodes is None or candidate.number_of_nodes() <= max_nodes)
+            and (max_edges is None or candidate.number_of_edges() <= max_edges)
+            and (fits is None or fits(candidate))
         )
 
     if within(graph):
@@ -273,6 +295,7 @@ def fit(graph: nx.MultiDiGraph, *, max_nodes: int | None = None, max_edges: int 
             candidate = collapse(graph, depth)
             if within(candidate):
                 return candidate
+    own_test = " and the caller's own test" if fits is not None else ""
     budget = ", ".join(f"{label} {value}" for label, value in (("nodes", max_nodes), ("edges", max_edges)) if value is not None)
     advice = (
         "even the model folded into one node is over budget: use only_reaching() or hide() first"
@@ -282,5 +305,6 @@ def fit(graph: nx.MultiDiGraph, *, max_nodes: int | None = None, max_edges: int 
     )
     raise GraphTooLargeError(
         f"graph has {graph.number_of_nodes()} nodes and {graph.number_of_edges()} edges, over the budget "
-        f"({budget}); {advice}, or export SVG, which has no such limit"
+        f"({budget}{own_test}); {advice}, "
+        "or use the interactive viewer (gradexport.to_html), which has no such limit"
     )

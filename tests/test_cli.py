@@ -105,7 +105,7 @@ def test_package_module_target(capsys, tmp_path, monkeypatch):
     [
         ("examples/blog.py", [], "has no ':FUNCTION'"),
         ("{file}:with_names", ["-f", "dot,png"], "unknown format(s) png"),
-        ("{file}:with_names", ["--direction", "up"], "invalid choice: 'up'"),
+        ("{file}:with_names", ["--direction", "up"], "--direction: expected one of TB, BT, LR, RL, got 'up'"),
         ("missing.py:f", [], "no such file: 'missing.py'"),
         ("{file}:nope", [], "has no attribute 'nope'"),
         ("{file}:NOT_A_FUNCTION", [], "is a int, not a function"),
@@ -123,7 +123,7 @@ def test_bad_usage_exits_2_with_one_line(capsys, user_file, tmp_path, target, ex
     ("function", "message"),
     [
         ("raises", "user_code.py:raises() raised ValueError: boom second line"),
-        ("not_a_tensor", "not_a_tensor() returned no autograd graph (gradexport: root 'output' is a int, not a tensor"),
+        ("not_a_tensor", "not_a_tensor() returned no autograd graph (gradexport.write: root 'output' is a"),
         ("no_grad", "does not require grad"),
     ],
 )

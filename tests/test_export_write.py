@@ -65,7 +65,7 @@ def test_edge_metadata_is_an_option_of_the_json_from_roots(tmp_path):
     paths = gradexport.write(loss, tmp_path, "json", edge_metadata=True)
     shapes = [edge["shape"] for edge in std_json.loads(paths["json"].read_text(encoding="utf-8"))["edges"]]
     assert shapes == [[], [2, 3], [2, 3]]  # the gradient of the loss, of x * 2, of x
-    with pytest.raises(TypeError, match="edge_metadata apply while tracing roots"):
+    with pytest.raises(TypeError, match="edge_metadata applies only while tracing roots"):
         gradexport.to_json(gradexport.to_networkx(loss), edge_metadata=True)
 
 
@@ -97,11 +97,11 @@ def test_a_failed_render_changes_no_file_and_leaves_no_temporary(tmp_path):
 def test_a_writer_failing_midway_leaves_the_old_file(tmp_path, monkeypatch):
     (tmp_path / "graph.mmd").write_text("old")
 
-    def broken(graph, options=None):
+    def broken(graph, options, sizes):
         yield "flowchart TB"
         raise MemoryError("out of memory halfway")
 
-    monkeypatch.setattr(mermaid, "generate_mermaid", broken)
+    monkeypatch.setattr(mermaid, "_lines", broken)
     w = torch.ones(1, requires_grad=True)
     with pytest.raises(MemoryError):
         gradexport.write(w * 2, tmp_path, "mermaid")
@@ -134,7 +134,7 @@ def test_bad_arguments(tmp_path):
         gradexport.write(graph, tmp_path, "dot", stem="../escape")
     with pytest.raises(TypeError, match="unknown option.*colour"):
         gradexport.to_dot(graph, colour="red")
-    with pytest.raises(TypeError, match="params apply while tracing roots"):
+    with pytest.raises(TypeError, match="params applies only while tracing roots"):
         gradexport.to_dot(graph, params={"w": w})
     with pytest.raises(TypeError, match="MultiDiGraph"):
         gradexport.to_dot(nx.DiGraph(graph))

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 
 import gradexport
 from gradexport.formats import DiagramOptions, dot
-from gradexport.formats.labels import GRAD_BAD_COLOR, GRAD_COLORS, element_id, printable
+from gradexport.formats.labels import element_id, printable
+from gradexport.formats.styles import GRAD_BAD_COLOR, GRAD_COLORS
 
 
 def label_lines(quoted: str) -> list[str]:

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 
 import gradexport
 from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
-from gradexport.formats.labels import GRAD_BAD_COLOR, element_id, printable
+from gradexport.formats.labels import element_id, printable
+from gradexport.formats.styles import GRAD_BAD_COLOR
 
 
 def drawing(result: dict) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str]]]:

@@ -19,7 +19,7 @@ Example:
 from .dot import generate_dot, to_dot, to_pydot, write_dot
 from .files import OutputError, StagedFiles, atomic_open
 from .json import from_json, generate_json, read_json, to_json, write_json
-from .labels import DIRECTIONS, DiagramOptions
+from ..options import DIRECTIONS, DiagramOptions
 from .mermaid import MermaidSizeWarning, generate_mermaid, to_mermaid, write_mermaid
 from .svg import (
     GraphvizNotFoundError,

@@ -55,16 +55,10 @@ from itertools import chain
 from typing import IO, TYPE_CHECKING
 
 from .files import atomic_open
-from .labels import (
-    FONT,
-    NODE_STYLES,
-    DiagramNode,
-    DiagramOptions,
-    EdgeLook,
-    ModuleBoxes,
-    diagram,
-)
+from ..options import DiagramOptions
+from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
 from .source import GraphSource
+from .styles import FONT, NODE_STYLES
 
 if TYPE_CHECKING:
     import pydot

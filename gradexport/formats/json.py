@@ -34,7 +34,7 @@ from typing import IO, Any
 import networkx as nx
 
 from .files import atomic_open
-from .source import GraphSource, adjacency, graph_attributes
+from .source import GraphSource, Source
 
 __all__ = ["from_json", "generate_json", "read_json", "to_json", "write_json"]
 
@@ -53,12 +53,12 @@ def generate_json(graph: GraphSource) -> Iterator[str]:
     the graph attributes and the nodes, so a stream's nodes are held until
     its end.
     """
-    streamed = not isinstance(graph, nx.Graph)
+    source = Source.of(graph)
     held_nodes: list[tuple[Any, dict[str, Any]]] = []
 
     def edge_records() -> Iterator[dict[str, Any]]:
-        for node, attributes, out in adjacency(graph):
-            if streamed:
+        for node, attributes, out in source.records():
+            if source.is_stream:
                 held_nodes.append((node, attributes))
             for target, keyed in out.items():
                 for key, data in keyed.items():
@@ -66,8 +66,8 @@ def generate_json(graph: GraphSource) -> Iterator[str]:
 
     yield '{"directed":true,"edges":['
     yield from _comma_joined(edge_records())
-    yield f'],"graph":{_ENCODER.encode(graph_attributes(graph))},"multigraph":true,"nodes":['
-    nodes = held_nodes if streamed else graph.nodes(data=True)
+    yield f'],"graph":{_ENCODER.encode(source.graph_attributes)},"multigraph":true,"nodes":['
+    nodes = held_nodes if source.graph is None else source.graph.nodes(data=True)
     yield from _comma_joined({**attributes, "id": node} for node, attributes in nodes)
     yield "]}\n"
 

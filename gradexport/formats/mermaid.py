@@ -43,18 +43,43 @@ import unicodedata
 import warnings
 from collections.abc import Iterator, Sequence
 from itertools import chain
-from typing import IO
+from typing import IO, NamedTuple
 
 from .files import atomic_open
-from .labels import NODE_STYLES, DiagramNode, DiagramOptions, ModuleBoxes, diagram
+from ..options import DiagramOptions
+from .diagram import DiagramNode, ModuleBoxes, diagram
+from .styles import NODE_STYLES
 from .source import GraphSource
 
-__all__ = ["MAX_EDGES", "MAX_TEXT_SIZE", "MermaidSizeWarning", "generate_mermaid", "to_mermaid", "write_mermaid"]
+__all__ = [
+    "LIMITS",
+    "MAX_EDGES",
+    "MAX_TEXT_SIZE",
+    "MermaidLimits",
+    "MermaidSizeWarning",
+    "MermaidText",
+    "generate_mermaid",
+    "render_mermaid",
+    "to_mermaid",
+    "write_mermaid",
+]
 
+
+class MermaidLimits(NamedTuple):
+    """The sizes above which mermaid.js refuses a diagram."""
+
+    #: ``maxTextSize``: the most characters (UTF-16 code units) of a diagram's text.
+    max_text_size: int = 50_000
+    #: ``maxEdges``: the most edges.
+    max_edges: int = 500
+
+
+#: mermaid.js's default limits, which a diagram cannot raise from its own text.
+LIMITS = MermaidLimits()
 #: mermaid.js's default ``maxTextSize``: longer diagrams are refused.
-MAX_TEXT_SIZE = 50_000
+MAX_TEXT_SIZE = LIMITS.max_text_size
 #: mermaid.js's default ``maxEdges``: diagrams with more edges are refused.
-MAX_EDGES = 500
+MAX_EDGES = LIMITS.max_edges
 
 
 class MermaidSizeWarning(UserWarning):
@@ -117,13 +142,55 @@ def _class_definition(name: str) -> str:
     return f"  classDef {name} fill:{style.fill},stroke:{style.stroke},color:{style.text}{dash}"
 
 
+class MermaidText(NamedTuple):
+    """A Mermaid diagram's text with the sizes mermaid.js checks."""
+
+    text: str
+    #: Length in UTF-16 code units, as mermaid.js counts it.
+    size: int
+    edges: int
+
+    @property
+    def fits(self) -> bool:
+        """Whether mermaid.js draws it with its default :data:`LIMITS`."""
+        return self.size <= LIMITS.max_text_size and self.edges <= LIMITS.max_edges
+
+    def size_warning(self) -> MermaidSizeWarning | None:
+        """The warning for a diagram over the limits, or None."""
+        return None if self.fits else _size_warning(self.size, self.edges)
+
+
+def _size_warning(size: int, edges: int) -> MermaidSizeWarning:
+    return MermaidSizeWarning(
+        f"this Mermaid diagram has {size:,} characters and {edges:,} edges; mermaid.js refuses more than "
+        f"{LIMITS.max_text_size:,} characters or {LIMITS.max_edges:,} edges by default and a page cannot raise those "
+        "limits from the diagram. Draw fewer nodes (collapse modules with depth=, or fewer roots), "
+        "or use the interactive viewer (format html) or SVG for the whole graph."
+    )
+
+
 def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
     """Yield the Mermaid text of ``graph`` line by line (without newlines).
 
     Warns with :class:`MermaidSizeWarning` once the text is complete when it
     is over :data:`MAX_TEXT_SIZE` characters or :data:`MAX_EDGES` edges.
     """
-    options = options or DiagramOptions()
+    sizes: list[int] = []
+    yield from _lines(graph, options or DiagramOptions(), sizes)
+    size, edges = sizes
+    if size > LIMITS.max_text_size or edges > LIMITS.max_edges:
+        warnings.warn(_size_warning(size, edges), stacklevel=2)
+
+
+def render_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> MermaidText:
+    """The Mermaid text of ``graph`` with its sizes, without warning (see :meth:`MermaidText.fits`)."""
+    sizes: list[int] = []
+    text = "\n".join(chain(_lines(graph, options or DiagramOptions(), sizes), ("",)))
+    return MermaidText(text, *sizes)
+
+
+def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Iterator[str]:
+    """The lines of the diagram; once they are all out, ``sizes`` holds its size and edge count."""
     size = edges = 0
 
     def counted(line: str) -> str:
@@ -179,21 +246,16 @@ def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) 
         else:
             yield counted(f"{indent}end")
     yield from edge_lines
-    if size > MAX_TEXT_SIZE or edges > MAX_EDGES:
-        warnings.warn(
-            MermaidSizeWarning(
-                f"this Mermaid diagram has {size:,} characters and {edges:,} edges; mermaid.js refuses more than "
-                f"{MAX_TEXT_SIZE:,} characters or {MAX_EDGES:,} edges by default and a page cannot raise those "
-                "limits from the diagram. Use the SVG (gradexport.to_svg, or --format svg), or draw a smaller "
-                "part of the graph (fewer roots, or collapse modules)."
-            ),
-            stacklevel=2,
-        )
+    sizes[:] = (size, edges)
 
 
 def to_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> str:
-    """The Mermaid text of ``graph``, ending with a newline (see :func:`generate_mermaid`)."""
-    return "\n".join(chain(generate_mermaid(graph, options), ("",)))  # the final newline without copying the text
+    """The Mermaid text of ``graph``, ending with a newline; warns when mermaid.js would refuse it."""
+    rendered = render_mermaid(graph, options)
+    warning = rendered.size_warning()
+    if warning is not None:
+        warnings.warn(warning, stacklevel=2)
+    return rendered.text
 
 
 def write_mermaid(

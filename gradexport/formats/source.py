@@ -9,11 +9,13 @@ Every writer takes either a :class:`networkx.MultiDiGraph` of
 writer draw a graph of a million nodes while it is being walked, without a
 second copy of it in memory; the text is the same as for the graph.
 
+:class:`Source` is the one place that tells the two apart: writers call
+:meth:`Source.of` on what they were given and read only the Source.
+
 A stream sets ``graph_attributes`` (the graph's ``graph`` dict) once it is
-exhausted; only the JSON writer reads it. A stream whose ids are all the
-graph model's (``n0``, ``n1``...) says so with ``model_ids = True``, which
-spares the diagram writers a check per node and edge (see
-:func:`gradexport.formats.labels.element_id`).
+exhausted. A stream whose ids are all the graph model's (``n0``, ``n1``...)
+says so with ``model_ids = True``, which spares the diagram writers a check
+per node and edge (see :func:`gradexport.formats.labels.element_id`).
 
 Example:
     >>> import networkx as nx
@@ -23,19 +25,26 @@ Example:
     >>> _ = g.add_edge("n0", "n1", key=0, input_nr=0)
     >>> [(node, attributes["kind"], out) for node, attributes, out in adjacency(g)]
     [('n0', 'backward', {'n1': {0: {'input_nr': 0}}}), ('n1', 'leaf', {})]
+    >>> Source.of(g).model_ids
+    True
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+import re
+from collections.abc import Hashable, Iterator, Mapping
+from functools import cached_property
 from typing import Any, Protocol, Union
 
 import networkx as nx
 
-__all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "adjacency", "graph_attributes"]
+__all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes", "is_model_id"]
 
 #: One node: its id, its attribute dict and its out-edges ``{target: {key: attributes}}``.
 Adjacency = tuple[Hashable, dict[str, Any], dict[Hashable, dict[Any, dict[str, Any]]]]
+
+#: Whether an id is one of the graph model's (``n`` followed by digits).
+is_model_id = re.compile("n[0-9]+").fullmatch
 
 
 class AdjacencyStream(Protocol):
@@ -51,27 +60,103 @@ class AdjacencyStream(Protocol):
 
 
 #: What a writer accepts.
-GraphSource = Union[nx.MultiDiGraph, AdjacencyStream]
+GraphSource = Union[nx.MultiDiGraph, AdjacencyStream, "Source"]
+
+
+class Source:
+    """A graph or a stream, read the same way by every writer.
+
+    Attributes:
+        graph: The whole graph, or ``None`` for a stream.
+    """
+
+    def __init__(self, graph: nx.MultiDiGraph | None, stream: AdjacencyStream | None = None):
+        self.graph = graph
+        self._stream = stream
+
+    @classmethod
+    def of(cls, source: GraphSource) -> Source:
+        """``source`` as a Source (a Source is returned as it is).
+
+        Raises:
+            TypeError: for a graph that is not a MultiDiGraph, or anything
+                that is neither a graph nor a stream.
+        """
+        if isinstance(source, Source):
+            return source
+        if isinstance(source, nx.Graph):
+            if not isinstance(source, nx.MultiDiGraph):
+                raise TypeError(
+                    f"the writers need a networkx.MultiDiGraph (from gradexport.to_networkx), got a "
+                    f"{type(source).__name__}, which cannot hold the parallel edges of a + a"
+                )
+            return cls(source)
+        if not hasattr(source, "graph_attributes"):
+            raise TypeError(
+                f"the writers need a networkx.MultiDiGraph or a stream of adjacency records with "
+                f"graph_attributes (such as gradexport.graph.GraphStream), got {type(source).__name__}"
+            )
+        return cls(None, source)
+
+    @property
+    def is_stream(self) -> bool:
+        """Whether the records can be read only once, as they are walked."""
+        return self.graph is None
+
+    def records(self) -> Iterator[Adjacency]:
+        """The adjacency records, in node order (a stream: once)."""
+        if self.graph is not None:
+            successors = self.graph._succ
+            return ((node, attributes, successors[node]) for node, attributes in self.graph._node.items())
+        assert self._stream is not None
+        return iter(self._stream)
+
+    @property
+    def graph_attributes(self) -> dict[str, Any]:
+        """The graph attributes (for a stream: complete only once it is exhausted)."""
+        if self.graph is not None:
+            return self.graph.graph
+        assert self._stream is not None
+        return self._stream.graph_attributes
+
+    @cached_property
+    def model_ids(self) -> bool:
+        """Whether every id is the graph model's, so writers can use ids as they are.
+
+        Checking every id costs as much as drawing: a graph is checked once,
+        and a stream vouches for its own ids (``model_ids = True``).
+        """
+        if self.graph is not None:
+            return all(type(node) is str and is_model_id(node) for node in self.graph)
+        return getattr(self._stream, "model_ids", False) is True
+
+    def to_none_node(self, attributes: Mapping[str, Any], target: Hashable, keyed: Mapping[Any, Any]) -> bool:
+        """Whether the edges ``keyed`` from a node with ``attributes`` to ``target`` lead to a None slot's node.
+
+        A graph knows the target's kind; a stream does not know it yet, but the
+        parent lists its None slots, which are the keys of those edges.
+        """
+        if self.graph is not None:
+            return self.graph._node[target].get("kind") == "none"
+        none_slots = attributes.get("none_slots")
+        return bool(none_slots) and next(iter(keyed)) in none_slots
+
+    def whole(self, purpose: str) -> nx.MultiDiGraph:
+        """The whole graph, for work that needs it before drawing the first node.
+
+        Raises:
+            TypeError: for a stream, saying that ``purpose`` needs the graph.
+        """
+        if self.graph is None:
+            raise TypeError(f"{purpose} needs the whole graph, not a stream of its nodes: pass the MultiDiGraph")
+        return self.graph
 
 
 def adjacency(source: GraphSource) -> Iterator[Adjacency]:
-    """The adjacency records of ``source``, in node order."""
-    if isinstance(source, nx.Graph):
-        if not isinstance(source, nx.MultiDiGraph):
-            raise TypeError(
-                f"the writers need a networkx.MultiDiGraph (from gradexport.to_networkx), got a "
-                f"{type(source).__name__}, which cannot hold the parallel edges of a + a"
-            )
-        successors = source._succ
-        return ((node, attributes, successors[node]) for node, attributes in source._node.items())
-    if not hasattr(source, "graph_attributes"):
-        raise TypeError(
-            f"the writers need a networkx.MultiDiGraph or a stream of adjacency records with "
-            f"graph_attributes (such as gradexport.graph.GraphStream), got {type(source).__name__}"
-        )
-    return iter(source)
+    """The adjacency records of ``source``, in node order (see :meth:`Source.records`)."""
+    return Source.of(source).records()
 
 
 def graph_attributes(source: GraphSource) -> dict[str, Any]:
     """The graph attributes of ``source`` (for a stream: only once it is exhausted)."""
-    return source.graph if isinstance(source, nx.Graph) else source.graph_attributes
+    return Source.of(source).graph_attributes

@@ -34,7 +34,7 @@ import networkx as nx
 
 from .dot import to_dot
 from .files import atomic_open
-from .labels import DiagramOptions
+from ..options import DiagramOptions
 
 __all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
 

@@ -1,0 +1,202 @@
+"""The one list of output formats: each format's name, file extension, writer and needs.
+
+:func:`gradexport.write`, the export functions (``to_dot``...), the command
+line, the notebook and the MkDocs plugin all look formats up here, and take
+their options from :mod:`gradexport.options`.
+
+To add a format: write its module in this package (NetworkX readwrite style:
+``generate_*``, ``to_*``, ``write_*``, reading the graph only through
+:class:`gradexport.formats.source.Source`), then register it once at the
+end of this module::
+
+    register(Format(
+        name="yaml",
+        extension=".yaml",
+        description="the graph as YAML",
+        text=lambda source, options: yaml.to_yaml(source),
+        diagram=False,
+    ))
+
+``write()``, ``--format`` and the plugin then accept it; options it does
+not take (``diagram=False`` formats take no diagram options) are refused
+for it by name. A format that needs the whole graph before its first byte
+says so with ``streams``.
+
+Example:
+    >>> FORMATS["mermaid"].extension, FORMATS["json"].diagram
+    ('.mmd', False)
+    >>> parse_formats("svg, dot,svg")
+    ['svg', 'dot']
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import IO
+
+import networkx as nx
+
+from ..options import ExportOptions
+from . import dot, json, mermaid, svg
+from .source import Source
+
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "register"]
+
+
+def _always(options: ExportOptions) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Format:
+    """An output format.
+
+    Attributes:
+        name: What ``formats=`` and ``--format`` call it.
+        extension: The file extension, with its dot.
+        description: One line for ``--help`` and the docs.
+        text: Draws a :class:`Source` with the call's options, as text.
+        write: Writes it to an open text file; default: ``file.write(text(...))``.
+        diagram: Whether it draws a diagram, and so takes the diagram options.
+        streams: Whether it can draw a one-pass stream with these options
+            (else the graph is built first).
+    """
+
+    name: str
+    extension: str
+    description: str
+    text: Callable[[Source, ExportOptions], str]
+    write: Callable[[Source, IO[str], ExportOptions], None] | None = None
+    diagram: bool = True
+    streams: Callable[[ExportOptions], bool] = _always
+
+    def write_to(self, source: Source, file: IO[str], options: ExportOptions) -> None:
+        """Write ``source`` to ``file`` with the format's writer."""
+        if self.write is not None:
+            self.write(source, file, options)
+        else:
+            file.write(self.text(source, options))
+
+
+#: Every format, by name, in the order ``--help`` lists them.
+FORMATS: dict[str, Format] = {}
+
+
+def register(spec: Format) -> Format:
+    """Add ``spec`` to :data:`FORMATS`.
+
+    Raises:
+        ValueError: for a name already registered, or an extension without its dot.
+    """
+    if spec.name in FORMATS:
+        raise ValueError(f"a format named {spec.name!r} is registered already")
+    if not spec.extension.startswith("."):
+        raise ValueError(f"format {spec.name!r}: the extension must start with a dot, got {spec.extension!r}")
+    FORMATS[spec.name] = spec
+    return spec
+
+
+def parse_formats(formats: Iterable[str] | str) -> list[str]:
+    """Format names in order without repeats, from names or a comma-separated string.
+
+    Raises:
+        ValueError: an unknown format, or none at all.
+        TypeError: ``formats`` is neither a string nor an iterable of strings.
+    """
+    if isinstance(formats, str):
+        items: list[object] = list(formats.split(","))
+    elif isinstance(formats, Iterable):
+        items = list(formats)
+    else:
+        raise TypeError(f"formats must be format names or one comma-separated string, got {type(formats).__name__}")
+    names = list(dict.fromkeys(str(item).strip().lower() for item in items if str(item).strip()))
+    unknown = [name for name in names if name not in FORMATS]
+    if unknown or not names:
+        raise ValueError(f"unknown format(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FORMATS)}")
+    return names
+
+
+def fitted_mermaid(source: Source, options: ExportOptions) -> str:
+    """Mermaid text of ``source``, or of its deepest collapse that mermaid.js draws (``fit``).
+
+    With ``fit`` and a graph over mermaid.js's limits that knows its modules,
+    the text is that of the deepest :func:`gradexport.collapse` within the
+    limits, with a :class:`MermaidSizeWarning` saying so. Otherwise it is the
+    whole graph's text, with the writer's size warning when it is over the
+    limits. Each candidate is drawn once, and one with more edges than the
+    limit not at all.
+    """
+    from ..simplify import GraphTooLargeError, fit
+
+    graph = source.graph
+    if not options.fold.fit or graph is None or all(path is None for _, path in graph.nodes(data="module")):
+        return mermaid.to_mermaid(source, options.diagram)
+    drawn: list[tuple[nx.MultiDiGraph, mermaid.MermaidText]] = []
+
+    def fits(candidate: nx.MultiDiGraph) -> bool:
+        drawn.append((candidate, mermaid.render_mermaid(candidate, options.diagram)))
+        return drawn[-1][1].fits
+
+    try:
+        chosen = fit(graph, max_edges=mermaid.LIMITS.max_edges, fits=fits)
+    except GraphTooLargeError:
+        whole = drawn[0][1] if drawn and drawn[0][0] is graph else mermaid.render_mermaid(graph, options.diagram)
+        warnings.warn(whole.size_warning(), stacklevel=4)
+        return whole.text
+    text = drawn[-1][1].text  # fit returns the first candidate that fits: the last one drawn
+    if chosen is not graph:
+        warnings.warn(
+            mermaid.MermaidSizeWarning(
+                f"the full Mermaid diagram ({graph.number_of_nodes():,} nodes, {graph.number_of_edges():,} edges) "
+                f"is over mermaid.js's limits, so modules at depth {chosen.graph['collapsed_depth']} and deeper are "
+                f"folded into one node each ({chosen.number_of_nodes():,} nodes). Pass depth= to choose the folding, "
+                "or use the interactive viewer (format html) for the whole graph."
+            ),
+            stacklevel=4,
+        )
+    return text
+
+
+register(
+    Format(
+        "dot",
+        ".dot",
+        "Graphviz DOT text",
+        text=lambda source, options: dot.to_dot(source, options.diagram),
+        write=lambda source, file, options: dot.write_dot(source, file, options.diagram),
+    )
+)
+register(
+    Format(
+        "svg",
+        ".svg",
+        "SVG laid out by Graphviz",
+        text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog),
+        write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog),
+    )
+)
+register(
+    Format(
+        "mermaid",
+        ".mmd",
+        "Mermaid flowchart text, folded to fit mermaid.js's limits",
+        text=fitted_mermaid,
+        # Fitting folds modules, which needs the whole graph; only a trace with module= has them.
+        streams=lambda options: not (options.fold.fit and options.trace.module is not None),
+    )
+)
+register(
+    Format(
+        "json",
+        ".json",
+        "the graph model as node-link JSON (gradexport.from_json reads it back)",
+        text=lambda source, options: json.to_json(source),
+        write=lambda source, file, options: json.write_json(source, file),
+        diagram=False,
+    )
+)
+
+#: The formats :func:`gradexport.write` and the command line write unless told otherwise.
+DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")

@@ -1,0 +1,87 @@
+"""How each kind of node and each gradient looks, in every diagram format.
+
+Writers map :class:`NodeStyle` to their own syntax; :class:`GradScale`
+colours edges by the norm of the gradient they carry (from
+:func:`gradexport.record_gradients`).
+
+Example:
+    >>> NODE_STYLES["leaf"].shape
+    'box'
+    >>> GradScale(-2.0, 2.0).style({"norm": 100.0})
+    ('#08306b', 3.0)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from .source import Source
+
+__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_COLORS", "NODE_STYLES", "GradScale", "NodeStyle", "is_bad"]
+
+#: A font whose metrics Graphviz knows without a font library (``monospace`` warns).
+FONT = "Helvetica"
+
+
+class NodeStyle(NamedTuple):
+    """How a kind of node looks; writers map ``shape`` to their own syntax."""
+
+    #: ``"stadium"``, ``"rounded"``, ``"box"``, ``"hexagon"``, ``"note"`` or ``"subroutine"``.
+    shape: str
+    fill: str
+    stroke: str
+    text: str
+    dashed: bool = False
+
+
+#: Style of each node class. A node's class is its ``kind``, or ``"special"``
+#: for backward nodes with a ``special`` attribute.
+NODE_STYLES: dict[str, NodeStyle] = {
+    "root": NodeStyle("stadium", "#c8e6c9", "#2e7d32", "#1b1b1b"),
+    "backward": NodeStyle("rounded", "#eeeeee", "#616161", "#1b1b1b"),
+    "special": NodeStyle("hexagon", "#ffe0b2", "#e65100", "#1b1b1b"),
+    "leaf": NodeStyle("box", "#bbdefb", "#1565c0", "#1b1b1b"),
+    "none": NodeStyle("note", "#ffffff", "#9e9e9e", "#757575", dashed=True),
+    "module": NodeStyle("subroutine", "#ede7f6", "#5e35b1", "#1b1b1b"),
+}
+
+#: Edge colours for gradient norms, smallest to largest (log scale), and for NaN/inf.
+GRAD_COLORS = ("#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
+GRAD_BAD_COLOR = "#d32f2f"
+
+
+class GradScale:
+    """Maps a gradient norm to a colour and line width, on a log scale over the graph's norms."""
+
+    def __init__(self, low: float, high: float):
+        self.low = low
+        self.high = high
+
+    @classmethod
+    def of(cls, source: Source) -> GradScale:
+        """The scale over every gradient norm of ``source``'s edges (a stream cannot give them before drawing)."""
+        graph = source.whole("colouring edges by gradient norm (or pass grad_norms=False)")
+        grads = [grad for _, _, grad in graph.edges(data="grad") if isinstance(grad, Mapping) and "norm" in grad]
+        logs = [math.log10(grad["norm"]) for grad in grads if not is_bad(grad) and grad["norm"] > 0]
+        return cls(min(logs, default=0.0), max(logs, default=0.0))
+
+    def style(self, grad: Mapping[str, Any]) -> tuple[str, float]:
+        """The colour and line width of an edge carrying ``grad``."""
+        if is_bad(grad):
+            return GRAD_BAD_COLOR, 2.5
+        norm = grad["norm"]
+        if norm <= 0:
+            position = 0.0
+        elif self.high == self.low:
+            position = 0.5
+        else:
+            position = (math.log10(norm) - self.low) / (self.high - self.low)
+        step = round(position * (len(GRAD_COLORS) - 1))
+        return GRAD_COLORS[step], 1.0 + 2.0 * step / (len(GRAD_COLORS) - 1)
+
+
+def is_bad(grad: Mapping[str, Any]) -> bool:
+    norm = grad.get("norm")
+    return bool(grad.get("has_nan") or grad.get("has_inf")) or not (isinstance(norm, (int, float)) and math.isfinite(norm))

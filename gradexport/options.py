@@ -1,0 +1,420 @@
+"""Every option of every export, declared once.
+
+An option is a field of one of four frozen dataclasses, grouped by what it
+changes:
+
+- :class:`TraceOptions`: how roots are traced into a graph (``params``,
+  ``module``, ``edge_metadata``). Only when roots are given.
+- :class:`FoldOptions`: how the graph is folded before drawing (``depth``,
+  and Mermaid's ``fit``).
+- :class:`DiagramOptions`: what a diagram shows (``direction``,
+  ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
+  ``group_modules``). ``show_none`` and ``show_saved`` also make a trace
+  record None slots and saved values.
+- :class:`RenderOptions`: how a file is rendered (``prog``, the Graphviz
+  program for SVG).
+
+The field's metadata (made by :func:`option`) says where the option applies,
+how it reads from text (a command-line flag or a MkDocs fence attribute) and
+its help line. :class:`ExportOptions` reads all four from keyword arguments
+(:meth:`ExportOptions.from_keywords`), command-line arguments
+(:meth:`ExportOptions.given_arguments`) or fence attributes
+(:meth:`ExportOptions.from_text`), and refuses an option that does nothing
+for the call with a :class:`TypeError` saying where it applies.
+
+To add an option: add a field with :func:`option` metadata to the class it
+belongs to, and its typed keyword to :class:`ExportKeywords` (a test checks
+the two agree). The export functions, ``write()``, the command line, the
+notebook, the MkDocs plugin and the reference pages all take it from there.
+
+Example:
+    >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False)
+    >>> options.diagram.direction, options.fold.depth
+    ('LR', 2)
+    >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False)
+    Traceback (most recent call last):
+    ...
+    TypeError: gradexport: fit applies only to the mermaid format, not to dot
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, TypedDict
+
+# The export functions type their keyword options with Unpack[ExportKeywords].
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # pragma: no cover
+    from typing_extensions import Unpack
+
+__all__ = [
+    "DIRECTIONS",
+    "DiagramOptions",
+    "ExportKeywords",
+    "ExportOptions",
+    "FoldOptions",
+    "OptionInfo",
+    "OptionWarning",
+    "RenderOptions",
+    "TraceOptions",
+    "option",
+    "option_table",
+]
+
+#: Accepted values of :attr:`DiagramOptions.direction`.
+DIRECTIONS = ("TB", "BT", "LR", "RL")
+
+class OptionWarning(UserWarning):
+    """An option was accepted but changes nothing for this graph (the message says what would)."""
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """What an option's field says about it beyond its type and default.
+
+    Attributes:
+        help: One line for ``--help``, the plugin docs and the reference.
+        scope: ``"all"``, ``"roots"``, ``"diagram"``, ``"diagram-or-roots"``,
+            or the name of the one format it applies to.
+        parse: Reads the option from text (a fence attribute, a flag's
+            value); ``None`` for options that only Python can give.
+        flag: The command-line flag; ``None`` keeps it off the command line.
+        metavar: The flag's value placeholder, for options that take one.
+        aliases: Other spellings of the flag, kept for earlier command lines.
+    """
+
+    help: str
+    scope: str = "all"
+    parse: Callable[[str], Any] | None = None
+    flag: str | None = None
+    metavar: str | None = None
+    aliases: tuple[str, ...] = ()
+
+
+def option(
+    default: Any,
+    help: str,
+    scope: str = "all",
+    *,
+    parse: Callable[[str], Any] | None = None,
+    flag: str | None = None,
+    metavar: str | None = None,
+    aliases: tuple[str, ...] = (),
+) -> Any:
+    """A dataclass field for an option, carrying its :class:`OptionInfo`."""
+    return field(default=default, metadata={"option": OptionInfo(help, scope, parse, flag, metavar, aliases)})
+
+
+def _boolean(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _maybe_boolean(text: str) -> bool | None:
+    return None if text.strip().lower() == "none" else _boolean(text)
+
+
+def _direction(text: str) -> str:
+    if text.upper() not in DIRECTIONS:
+        raise ValueError(f"expected one of {', '.join(DIRECTIONS)}, got {text!r}")
+    return text.upper()
+
+
+def _depth(text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """How roots are traced (see :func:`gradexport.to_networkx`); not for a graph already built.
+
+    Attributes:
+        params: Names for leaf tensors, as ``model.named_parameters()`` gives.
+        module: A module that names the leaves and, with a forward pass run in
+            :func:`gradexport.capture_modules`, the module of every node.
+        edge_metadata: Record the shape, dtype and device of the gradient on every edge.
+    """
+
+    params: Any = option(None, "names for leaf tensors, as model.named_parameters() gives them", "roots")
+    module: Any = option(None, "an nn.Module naming the leaves and, under capture_modules, every node's module", "roots")
+    edge_metadata: bool = option(
+        False, "record each gradient's shape, dtype and device on its edge", "roots", parse=_boolean, flag="--edge-metadata"
+    )
+
+
+@dataclass(frozen=True)
+class FoldOptions:
+    """How the graph is folded before it is drawn.
+
+    Attributes:
+        depth: Open this many levels of modules and fold each module below
+            into one node (:func:`gradexport.collapse`); ``None`` folds nothing.
+        fit: Mermaid only: when the diagram is over mermaid.js's limits and
+            the graph knows its modules, draw the deepest collapse that fits.
+    """
+
+    depth: int | None = option(
+        None, "fold every module this many levels deep or deeper into one node", parse=_depth, flag="--depth", metavar="K"
+    )
+    fit: bool = option(True, "fold modules until the diagram is within mermaid.js's limits", "mermaid", parse=_boolean, flag="--fit")
+
+    def __post_init__(self) -> None:
+        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
+            raise ValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
+
+
+@dataclass(frozen=True)
+class DiagramOptions:
+    """What a diagram shows. Every diagram writer takes the same options.
+
+    Attributes:
+        direction: Where the gradient flows. ``"TB"`` (default) puts the loss
+            at the top and the leaves at the bottom, the order backward runs
+            in; ``"BT"`` draws it the other way up (as torchviz does), ``"LR"``
+            and ``"RL"`` sideways.
+        show_none: Draw None slots (inputs that need no gradient). ``None``
+            (default) draws what the graph holds; ``True`` draws them even for
+            a graph built without ``show_none``, from the ``none_slots``
+            attributes; ``False`` hides them. From roots, ``True`` also
+            records them in the graph.
+        show_saved: List what each node saved for backward. ``None`` (default)
+            shows the ``saved`` attributes the graph holds; ``False`` hides
+            them. From roots, ``True`` also records them.
+        edge_shapes: Add the shape (and a dtype or device other than
+            float32 on cpu) of the gradient on each edge to its label.
+        grad_norms: When edges carry a ``grad`` record (``{"norm", "has_nan",
+            "has_inf", ...}``), label them with the gradient's norm and colour
+            them by its magnitude on a log scale, NaN or infinity in red.
+        group_modules: Draw the nodes of each module (the ``module``
+            attribute) inside a box labelled with the module's path, nested
+            as the modules nest: DOT clusters, Mermaid subgraphs.
+    """
+
+    direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", "diagram", parse=_direction, flag="--direction", metavar="DIR")
+    show_none: bool | None = option(
+        None, "draw inputs that need no gradient (None slots); from roots, also record them", "diagram-or-roots", parse=_maybe_boolean, flag="--show-none"
+    )
+    show_saved: bool | None = option(
+        None, "list what each node saved for backward; from roots, also record it", "diagram-or-roots", parse=_maybe_boolean, flag="--show-saved", aliases=("--saved",)
+    )
+    edge_shapes: bool = option(False, "label edges with the gradient's shape (records it from roots)", "diagram", parse=_boolean, flag="--edge-shapes")
+    grad_norms: bool = option(True, "label and colour edges by gradient norm when the graph has them", "diagram", parse=_boolean, flag="--grad-norms")
+    group_modules: bool = option(True, "draw each module's nodes inside a box named after it", "diagram", parse=_boolean, flag="--group-modules")
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The option names, as keyword arguments of the writers take them."""
+        return tuple(item.name for item in fields(cls))
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How a file is rendered.
+
+    Attributes:
+        prog: The Graphviz program for SVG (see :mod:`gradexport.formats.svg`).
+    """
+
+    prog: str | os.PathLike[str] | None = option(
+        None, "Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)", "svg", parse=str, flag="--prog", metavar="PROG"
+    )
+
+
+class ExportKeywords(TypedDict, total=False):
+    """The keyword options of the export functions, typed (see :class:`ExportOptions`)."""
+
+    params: Any
+    module: Any
+    edge_metadata: bool
+    depth: int | None
+    fit: bool
+    direction: str
+    show_none: bool | None
+    show_saved: bool | None
+    edge_shapes: bool
+    grad_norms: bool
+    group_modules: bool
+    prog: str | os.PathLike[str] | None
+
+
+_GROUPS: dict[str, type] = {"trace": TraceOptions, "fold": FoldOptions, "diagram": DiagramOptions, "render": RenderOptions}
+
+
+def option_table() -> Iterator[tuple[str, Field[Any], OptionInfo]]:
+    """``(group, field, info)`` for every option, in declaration order.
+
+    Example:
+        >>> [name for _, name, _ in ((g, f.name, i) for g, f, i in option_table())][:3]
+        ['params', 'module', 'edge_metadata']
+    """
+    for group, cls in _GROUPS.items():
+        for item in fields(cls):
+            yield group, item, item.metadata["option"]
+
+
+def _scope_text(scope: str) -> str:
+    return {
+        "roots": "only while tracing roots (this is a graph already, traced with its own)",
+        "diagram": "only to diagrams (dot, svg, mermaid, html)",
+        "diagram-or-roots": "to diagrams, and to other formats only while tracing roots",
+    }.get(scope, f"only to the {scope} format")
+
+
+def _applies(scope: str, format_name: str, is_diagram: bool, from_roots: bool) -> bool:
+    if scope == "all":
+        return True
+    if scope == "roots":
+        return from_roots
+    if scope == "diagram":
+        return is_diagram
+    if scope == "diagram-or-roots":
+        return is_diagram or from_roots
+    return format_name == scope
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """The four option groups of one export call.
+
+    Example:
+        >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",))
+        >>> options.diagram.direction, options.diagram.show_none
+        ('LR', True)
+    """
+
+    trace: TraceOptions = field(default_factory=TraceOptions)
+    fold: FoldOptions = field(default_factory=FoldOptions)
+    diagram: DiagramOptions = field(default_factory=DiagramOptions)
+    render: RenderOptions = field(default_factory=RenderOptions)
+
+    @classmethod
+    def from_keywords(
+        cls,
+        keywords: Mapping[str, Any],
+        *,
+        formats: Collection[str],
+        from_roots: bool,
+        caller: str = "gradexport",
+        diagram_formats: Collection[str] | None = None,
+    ) -> ExportOptions:
+        """Read keyword options for an export to ``formats``.
+
+        ``diagram_formats`` names the formats that draw diagrams (default:
+        every format registered as one, see :mod:`gradexport.formats.registry`).
+
+        Raises:
+            TypeError: an unknown option, or one that applies to none of
+                ``formats`` (or only to roots, given a graph), naming where it applies.
+            ValueError: a value the option does not accept.
+        """
+        if diagram_formats is None:
+            from .formats.registry import FORMATS
+
+            diagram_formats = [name for name, spec in FORMATS.items() if spec.diagram]
+        known = {item.name: (group, info) for group, item, info in option_table()}
+        unknown = sorted(set(keywords) - set(known))
+        if unknown:
+            raise TypeError(f"{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+        for name, value in keywords.items():
+            group, info = known[name]
+            if not any(_applies(info.scope, format_name, format_name in diagram_formats, from_roots) for format_name in formats):
+                where = _scope_text(info.scope)
+                if info.scope not in ("roots", "diagram", "diagram-or-roots"):
+                    where = f"only to the {info.scope} format, not to {', '.join(formats)}"
+                elif info.scope != "roots":
+                    where = f"{where}, not to {', '.join(formats)}"
+                raise TypeError(f"{caller}: {name} applies {where}")
+            groups[group][name] = value
+        return cls(**{group: _GROUPS[group](**values) for group, values in groups.items()})
+
+    @classmethod
+    def from_text(cls, values: Mapping[str, str], *, formats: Collection[str], caller: str = "gradexport") -> ExportOptions:
+        """Read options given as text (MkDocs fence attributes), with each option's own parser.
+
+        Raises:
+            TypeError: an unknown option, one that only Python can give, or one
+                that does not apply (see :meth:`from_keywords`).
+            ValueError: a value the option cannot read, naming the option.
+        """
+        return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, caller=caller)
+
+    @staticmethod
+    def parse_text(values: Mapping[str, str], *, caller: str = "gradexport") -> dict[str, Any]:
+        """Options given as text, read into keyword arguments (unknown names are kept, for :meth:`from_keywords` to name).
+
+        Example:
+            >>> ExportOptions.parse_text({"depth": "2", "show_none": "none"})
+            {'depth': 2, 'show_none': None}
+        """
+        parsers = {item.name: info.parse for _, item, info in option_table()}
+        keywords: dict[str, Any] = {}
+        for name, text in values.items():
+            parse = parsers.get(name)
+            if name in parsers and parse is None:
+                raise TypeError(f"{caller}: {name} can only be given from Python")
+            if parse is None:
+                keywords[name] = text  # unknown: from_keywords names it
+                continue
+            try:
+                keywords[name] = parse(text)
+            except ValueError as error:
+                raise ValueError(f"{caller}: {name}={text!r}: {error}") from None
+        return keywords
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser | Any) -> None:
+        """Add a flag for every option that has one to an argparse parser (or argument group).
+
+        Boolean options get ``--name/--no-name``; their default stays ``None``
+        (not given) so that only what the user typed reaches the options.
+        """
+        for _, item, info in option_table():
+            if info.flag is None:
+                continue
+            if info.metavar is None:  # a switch
+                suffix = "" if item.default is None else f" (default: {'on' if item.default else 'off'})"
+                parser.add_argument(
+                    info.flag, *info.aliases, dest=item.name, action=argparse.BooleanOptionalAction, default=None, help=info.help + suffix
+                )
+            else:
+                parser.add_argument(
+                    info.flag, *info.aliases, dest=item.name, type=_argument_type(item.name, info), default=None, metavar=info.metavar, help=info.help
+                )
+
+    @staticmethod
+    def given_arguments(namespace: argparse.Namespace) -> dict[str, Any]:
+        """The options the user typed on the command line (see :meth:`add_arguments`), as keywords."""
+        return {
+            item.name: getattr(namespace, item.name)
+            for _, item, info in option_table()
+            if info.flag is not None and getattr(namespace, item.name, None) is not None
+        }
+
+
+def _argument_type(name: str, info: OptionInfo) -> Callable[[str], Any]:
+    parse = info.parse or str
+
+    def parsed(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{error}") from None
+
+    parsed.__name__ = name  # argparse names the type in its messages
+    return parsed
