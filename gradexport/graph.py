@@ -17,6 +17,11 @@ so the same program always yields the same ids. Every node has ``kind``:
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
     some), ``special`` (only for special nodes, see :data:`SPECIAL_KINDS`),
     ``saved`` (only with ``saved=True``, see :func:`gradexport.saved.summarize_saved`),
+    ``saved_bytes`` and ``saved_bytes_shared`` (only with ``saved=True``: the
+    bytes of the storages its saved tensors keep alive, see
+    :func:`gradexport.saved.saved_storages`; a storage counts in
+    ``saved_bytes`` of the first node in id order that holds it and in
+    ``saved_bytes_shared`` of every later one),
     ``module`` (only when ``module=`` is given and the forward pass ran
     inside :func:`gradexport.capture_modules`: the qualified name of the
     innermost module that created the node, ``""`` for the model itself).
@@ -63,7 +68,7 @@ from torch.autograd.graph import Node
 
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
-from .saved import signed, summarize_saved, tensor_meta, type_name
+from .saved import StorageKey, saved_storages, signed, summarize_saved, tensor_meta, type_name
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -303,6 +308,8 @@ class GraphStream:
         # the out-edges already known (a root tensor's, drawn when it is named).
         self.queue: deque[tuple[str, NextFunctions, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]] = deque()
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
+        self.saved_storages: set[StorageKey] = set()
+        self.saved_bytes = 0
 
     def __iter__(self) -> Iterator[Adjacency]:
         if self.started:
@@ -355,6 +362,8 @@ class GraphStream:
             num_edges=self.edge_count,
             num_none_slots=self.none_slot_count,
         )
+        if self.saved:
+            self.graph_attributes["saved_bytes"] = self.saved_bytes
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Store the whole stream in the MultiDiGraph that :func:`to_networkx` returns.
@@ -421,8 +430,22 @@ class GraphStream:
                 attributes["module"] = self.module_names[id(tagged)]
         if self.saved:
             attributes["saved"] = summarize_saved(node)
+            self.count_saved_bytes(node, attributes)
         self.queue.append((node_id, next_functions, attributes, {}))
         return node_id
+
+    def count_saved_bytes(self, node: Node, attributes: dict[str, Any]) -> None:
+        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest."""
+        fresh = shared = 0
+        for key, nbytes in saved_storages(node).items():
+            if key in self.saved_storages:
+                shared += nbytes
+            else:
+                self.saved_storages.add(key)
+                fresh += nbytes
+        attributes["saved_bytes"] = fresh
+        attributes["saved_bytes_shared"] = shared
+        self.saved_bytes += fresh
 
     def none_node(self) -> str:
         """A new ``kind="none"`` node, queued so that it keeps its place in id order."""
