@@ -25,6 +25,7 @@ from .notebook import GraphView, show
 from .roots import Root, RootError, collect_roots
 from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
 from .stack import run_with_large_stack
+from .nonfinite import NonfiniteReport, find_nonfinite
 
 __all__ = [
     "GraphStream",
@@ -62,4 +63,6 @@ __all__ = [
     "to_pydot",
     "to_svg",
     "write",
+    "NonfiniteReport",
+    "find_nonfinite",
 ]
