@@ -47,7 +47,31 @@ by key together with ``none_slots`` give back ``next_functions``.
 
 Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 "input_nr"}``; ``input_nr`` is ``None`` for a Node root), ``num_nodes``,
-``num_edges``, ``num_none_slots``.
+``num_edges``, ``num_none_slots``, and with ``saved=True`` ``saved_bytes``:
+the bytes of all distinct storages that saved tensors keep alive (the sum of
+the nodes' ``saved_bytes``; see :func:`gradexport.saved_memory`).
+
+Attributes that other functions add to this graph (writers may style them):
+
+- ``exec_order`` (node; :func:`gradexport.record_gradients`,
+  :func:`gradexport.replay`, :func:`gradexport.find_nonfinite`): 1, 2, ...,
+  the position in which the engine (or the replay) called the node; absent
+  on roots and on nodes that did not run (pruned by ``inputs=``).
+- ``grad`` (edge; :func:`gradexport.record_gradients`): the gradient that
+  flowed along it, see :data:`gradexport.flow.GRAD_KEYS`.
+- ``nonfinite`` (:func:`gradexport.find_nonfinite`, on
+  ``NonfiniteReport.graph``): on a node, ``"origin"`` where gradients went
+  NaN or Inf although all it received was finite, ``"reached"`` where it
+  received a non-finite gradient (down to the parameters); on an edge,
+  ``"origin"`` for the non-finite gradients an origin sent, ``"path"`` for
+  the others that carried one. The graph attribute ``nonfinite`` lists the
+  origins in execution order.
+- ``diff`` (node and edge; :func:`gradexport.diff`): ``"same"``,
+  ``"changed"``, ``"added"`` or ``"removed"``; with ``changes`` (attribute to
+  ``[before, after]``) where changed, ``a_id``/``b_id`` on nodes,
+  ``replaces`` (ids) on an opaque node that stands for a region of the other
+  graph and ``replaced_by`` (id) on that region's nodes. The graph attribute
+  ``diff`` holds the counts and the replacements.
 
 The graph holds no torch objects: it can be pickled, written to JSON and kept
 after the tensors are gone.

@@ -35,6 +35,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,6 +53,8 @@ __all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_com
 
 #: How many positions of non-finite elements a :class:`NonfiniteGradient` keeps.
 MAX_INDICES = 8
+#: How many frames of the forward traceback the text shows (the attribute keeps them all).
+TRACEBACK_FRAMES = 4
 
 
 @dataclass(frozen=True)
@@ -385,6 +389,14 @@ def _mark(
     graph.graph["nonfinite"] = [node_id for node_id in order if node_id in origins]
 
 
+def _user_frames(stack: str) -> list[str]:
+    """The innermost :data:`TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's own."""
+    frames = ["  File " + frame for frame in re.split(r"(?m)^  File ", stack) if frame.strip()]
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    kept = [frame for frame in frames if not frame.startswith(f'  File "{torch_dir}')]
+    return (kept or frames)[-TRACEBACK_FRAMES:]
+
+
 def _label(origin: NonfiniteOrigin) -> str:
     module = f" in module {origin.module!r}" if origin.module is not None else ""
     return f"{origin.node} {origin.op}{module}"
@@ -410,6 +422,7 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
                 f"{indent}forward traceback: not recorded; run the forward under torch.autograd.set_detect_anomaly(True)"
             )
         else:
-            lines.append(f"{indent}forward traceback (anomaly mode), most recent call last:")
-            lines += [f"{indent}  {line}" for line in origin.traceback.rstrip().splitlines()]
+            frames = _user_frames(origin.traceback)
+            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch):")
+            lines += [f"{indent}  {line}" for frame in frames for line in frame.rstrip().splitlines()]
     return lines
