@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable
 from difflib import SequenceMatcher
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import networkx as nx
 
@@ -59,7 +59,7 @@ __all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command"]
 DIFF_STATES = ("same", "changed", "added", "removed")
 
 #: What :func:`diff` compares: a graph, the path of a JSON file gradexport wrote, or roots.
-Diffable = Union[nx.MultiDiGraph, str, os.PathLike, Roots]
+Diffable = nx.MultiDiGraph | str | os.PathLike | Roots
 
 #: Node attributes compared between matched nodes (when both graphs carry them).
 NODE_FIELDS = (

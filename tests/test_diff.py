@@ -8,8 +8,8 @@ from pathlib import Path
 import networkx as nx
 import pytest
 import torch
-import torch.utils.checkpoint as checkpoint
 from torch import nn
+from torch.utils import checkpoint
 
 import gradexport
 from gradexport.graph_diff import DIFF_STATES, diff_command

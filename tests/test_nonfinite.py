@@ -131,9 +131,9 @@ def test_nan_origins_agree_with_anomaly_mode() -> None:
         assert report is not None
         first = report.first
         case = build()
-        with pytest.raises(RuntimeError, match=f"Function '{first.op}' returned nan values in its {first.gradients[0].slot}th output"):
-            with torch.autograd.detect_anomaly():
-                torch.autograd.backward(case.roots)
+        message = f"Function '{first.op}' returned nan values in its {first.gradients[0].slot}th output"
+        with pytest.raises(RuntimeError, match=message), torch.autograd.detect_anomaly():
+            torch.autograd.backward(case.roots)
 
 
 def test_division_in_model_names_module_edges_and_parameters() -> None:

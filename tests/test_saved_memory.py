@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 import torch
-import torch.utils.checkpoint as checkpoint
 from cases import CASES
 from torch import nn
 from torch.autograd.graph import Node
+from torch.utils import checkpoint
 
 import gradexport
 from gradexport.graph import trace
