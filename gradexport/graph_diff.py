@@ -6,15 +6,21 @@ layer shifts them all):
 
 1. Root nodes match by root name, leaves by parameter name (the first of
    their ``names``, with ``torch.compile``'s ``_orig_mod.`` prefix dropped).
-2. The other nodes are put in depth-first order from the roots, children in
-   ``next_functions`` order, so that each node sits among its siblings and a
-   layer's nodes sit together. Each becomes a token ``(kind, module, op)``
-   and the two token sequences are aligned as ``difflib`` aligns lines: the
-   longest runs of equal tokens match first. Where the alignment replaces a
-   run by a run of the same length, the nodes are paired in order and
-   reported as ``changed`` (an activation swapped, ``ReluBackward0`` for
-   ``GeluBackward0``).
-3. An opaque node that matched nothing (a ``torch.compile`` region, a
+2. Matches spread along the edges: from a matched pair to the children at
+   the same ``next_functions`` position (and input slot) when both have the
+   same token ``(kind, module, op)``, and to parents when each side has
+   exactly one unmatched parent with that token on that edge. From the
+   roots down and from the parameters up, this matches everything but the
+   region that changed, in time linear in the graph.
+3. The nodes left are put in depth-first order from the roots, children
+   in ``next_functions`` order (so each sits among its siblings and a
+   layer's nodes sit together), and their tokens are aligned as
+   ``difflib`` aligns lines: the longest runs of equal tokens match first.
+   Where a run is replaced by a run of the same length, the nodes are
+   paired in order and reported as ``changed`` (an activation swapped,
+   ``ReluBackward0`` for ``GeluBackward0``). Beyond :data:`ALIGN_LIMIT`
+   pairs of leftover nodes this step is skipped.
+4. An opaque node that matched nothing (a ``torch.compile`` region, a
    reentrant checkpoint, a custom Function) stands for the unmatched nodes
    of the other graph that hang below its matched parents: it is reported
    as one replacement of that region, not as so many removals.
@@ -41,8 +47,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections import Counter, deque
+from collections.abc import Collection, Hashable, Iterable
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any
@@ -69,6 +75,10 @@ NODE_FIELDS = (
 EDGE_FIELDS = ("input_nr", "shape", "dtype", "device")
 #: Keys of an edge's ``grad`` summary compared between matched edges.
 GRAD_FIELDS = ("shape", "dtype", "norm", "min", "max", "has_nan", "has_inf")
+
+#: Above this many pairs (unmatched nodes of a times those of b) the leftovers are not aligned:
+#: difflib's alignment costs up to their product, and they stay added and removed.
+ALIGN_LIMIT = 4_000_000
 
 _OPAQUE = frozenset({"compiled", "checkpoint", "custom_function"})
 _COMPILED_PREFIX = "_orig_mod."
@@ -185,13 +195,13 @@ def _anchor(graph: nx.MultiDiGraph, node_id: str) -> Hashable | None:
 
 
 def _token(graph: nx.MultiDiGraph, node_id: str) -> tuple[Any, ...]:
-    data = graph.nodes[node_id]
+    data = graph._node[node_id]
     return (data["kind"], data.get("module"), data.get("op"))
 
 
 def _preorder(graph: nx.MultiDiGraph) -> list[str]:
     starts = [entry["node"] for entry in graph.graph.get("roots", []) if entry["node"] in graph]
-    starts += [node_id for node_id in graph if graph.in_degree(node_id) == 0]
+    starts += [node_id for node_id, sources in graph._pred.items() if not sources]
     order: list[str] = []
     seen: set[str] = set()
     stack = list(reversed(starts))
@@ -201,8 +211,8 @@ def _preorder(graph: nx.MultiDiGraph) -> list[str]:
             continue
         seen.add(node_id)
         order.append(node_id)
-        children = [target for _, target, _ in sorted(graph.out_edges(node_id, keys=True), key=lambda edge: edge[2])]
-        stack.extend(reversed(children))
+        by_key = sorted((key, target) for target, keyed in graph._succ[node_id].items() for key in keyed)
+        stack.extend(target for _, target in reversed(by_key))
     return order + [node_id for node_id in graph if node_id not in seen]
 
 
@@ -217,13 +227,16 @@ def _match(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> dict[str, str]
                 duplicate.add(key)
             anchors_b[key] = node_id
     matched: dict[str, str] = {}
-    anchored_a = {node_id: _anchor(graph_a, node_id) for node_id in graph_a}
-    for node_id, key in anchored_a.items():
-        if key is not None and key in anchors_b and key not in duplicate:
+    for node_id in graph_a:
+        key = _anchor(graph_a, node_id)
+        if key is not None and key in anchors_b and key not in duplicate and anchors_b[key] not in matched.values():
             matched[node_id] = anchors_b[key]
+    _spread(graph_a, graph_b, matched)
     taken = set(matched.values())
     rest_a = [node_id for node_id in _preorder(graph_a) if node_id not in matched]
     rest_b = [node_id for node_id in _preorder(graph_b) if node_id not in taken]
+    if len(rest_a) * len(rest_b) > ALIGN_LIMIT:
+        return matched
     tokens_a = [_token(graph_a, node_id) for node_id in rest_a]
     tokens_b = [_token(graph_b, node_id) for node_id in rest_b]
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, tokens_a, tokens_b, autojunk=False).get_opcodes():
@@ -232,6 +245,54 @@ def _match(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> dict[str, str]
                 if tag == "equal" or _pairable(graph_a.nodes[node_a], graph_b.nodes[node_b]):
                     matched[node_a] = node_b
     return matched
+
+
+def _spread(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> None:
+    """Extend ``matched`` along edges: to children at the same ``next_functions`` position, and to parents
+    that are the only unmatched ones with that token and edge on both sides."""
+    taken = set(matched.values())
+    queue = deque(matched.items())
+
+    def pair(node_a: str, node_b: str) -> None:
+        matched[node_a] = node_b
+        taken.add(node_b)
+        queue.append((node_a, node_b))
+
+    while queue:
+        node_a, node_b = queue.popleft()
+        children_b = {(key, data.get("input_nr")): target for target, keyed in graph_b._succ[node_b].items() for key, data in keyed.items()}
+        for target_a, key, data in _edges(graph_a._succ[node_a]):
+            target_b = children_b.get((key, data.get("input_nr")))
+            if (
+                target_b is not None
+                and target_a not in matched
+                and target_b not in taken
+                and _token(graph_a, target_a) == _token(graph_b, target_b)
+            ):
+                pair(target_a, target_b)
+        parents_a = _free_parents(graph_a, node_a, matched.keys())
+        parents_b = _free_parents(graph_b, node_b, taken)
+        for signature, sources_a in parents_a.items():
+            sources_b = parents_b.get(signature, [])
+            if len(sources_a) == len(sources_b) == 1 and sources_a[0] not in matched and sources_b[0] not in taken:
+                pair(sources_a[0], sources_b[0])
+
+
+def _free_parents(graph: nx.MultiDiGraph, node_id: str, done: Collection[str]) -> dict[tuple[Any, ...], list[str]]:
+    parents: dict[tuple[Any, ...], list[str]] = {}
+    for source, key, data in _edges(graph._pred[node_id]):
+        if source not in done:
+            parents.setdefault((key, data.get("input_nr"), *_token(graph, source)), []).append(source)
+    return parents
+
+
+def _edges(adjacency: dict[str, dict[int, dict[str, Any]]]) -> Iterable[tuple[str, int, dict[str, Any]]]:
+    """``(neighbour, key, attributes)`` from one node's entry of the graph's ``_succ`` or ``_pred``.
+
+    The graph's own dict-of-dicts storage (as :mod:`gradexport.graph` fills it):
+    its views cost several times more per edge, which shows on 10^4-node graphs.
+    """
+    return ((neighbour, key, data) for neighbour, keyed in adjacency.items() for key, data in keyed.items())
 
 
 def _pairable(data_a: dict[str, Any], data_b: dict[str, Any]) -> bool:

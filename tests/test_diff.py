@@ -12,6 +12,7 @@ from torch import nn
 from torch.utils import checkpoint
 
 import gradexport
+from gradexport.graph import trace
 from gradexport.graph_diff import DIFF_STATES, diff_command
 
 
@@ -147,3 +148,27 @@ def test_roots_are_traced_and_bad_input_refused() -> None:
     assert merged.graph["diff"]["nodes"]["same"] == merged.number_of_nodes() == 4
     with pytest.raises(TypeError, match="MultiDiGraph"):
         gradexport.diff(nx.DiGraph(), merged)
+
+
+def chain(length: int, inserted: int = 0) -> tuple[nx.MultiDiGraph, set[str]]:
+    """A chain of identical steps (the same tokens over and over) with ``inserted`` sin() in the middle."""
+    x = torch.zeros(1, requires_grad=True)
+    y = x
+    for step in range(length):
+        y = y * 1.5 + 1
+        if step == length // 2:
+            for _ in range(inserted):
+                y = y.sin()
+    result = trace(y, params={"x": x})
+    sines = {node_id for node, node_id in result.ids.items() if type(node).__name__ == "SinBackward0"}
+    return result.graph, sines
+
+
+def test_insertion_into_a_repetitive_chain() -> None:
+    a, _ = chain(300)
+    b, sines = chain(300, inserted=3)
+    merged = gradexport.diff(a, b)
+    found = states(merged)
+    assert len(sines) == 3
+    assert {merged.nodes[node]["b_id"] for node in found["added"]} == sines
+    assert found["removed"] == found["changed"] == set()
