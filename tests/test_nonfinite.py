@@ -232,3 +232,18 @@ def test_check_command() -> None:
     assert status == 0 and "\n" not in text
     status, text = check_command(x.sqrt().sum(), params={"x": x})
     assert status == 1 and "SqrtBackward0" in text.splitlines()[0]
+
+
+def test_tensor_hook_that_makes_inf_is_received_by_the_consumer() -> None:
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    hidden = x * 2
+    hidden.register_hook(lambda grad: grad * float("inf"))
+    loss = (hidden * 3).sum()
+    expected = trace(loss).ids[hidden.grad_fn]
+    report = gradexport.find_nonfinite(loss, params={"x": x})
+    assert report is not None
+    assert (report.first.node, report.first.cause, report.first.parameters) == (expected, "received", ("x",))
+    # What the consumer sent along that edge was finite: the hook changed it on the way.
+    ((source, target, key),) = report.first.gradients[0].edges
+    assert not report.graph.edges[source, target, key]["grad"]["has_inf"]
+    assert torch.isinf(x.grad).all()
