@@ -25,6 +25,9 @@ from .notebook import GraphView, show
 from .roots import Root, RootError, collect_roots
 from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
 from .stack import run_with_large_stack
+from .nonfinite import NonfiniteReport, find_nonfinite
+from .memory import SavedMemory, saved_memory
+from .graph_diff import describe_diff, diff
 
 __all__ = [
     "GraphStream",
@@ -67,4 +70,10 @@ __all__ = [
     "to_pydot",
     "to_svg",
     "write",
+    "NonfiniteReport",
+    "find_nonfinite",
+    "SavedMemory",
+    "saved_memory",
+    "describe_diff",
+    "diff",
 ]

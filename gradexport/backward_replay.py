@@ -147,7 +147,8 @@ class Replay:
 
     Attributes:
         graph: The graph, exactly as :func:`gradexport.to_networkx` builds it
-            for the same roots (same node ids).
+            for the same roots (same node ids), plus the node attribute
+            ``exec_order`` (1, 2, ...): the position of the node's step.
         steps: One :class:`ReplayStep` per backward and leaf node, in the
             order they ran.
         grads: Each leaf's ``.grad`` after the replay (a copy), keyed by the
@@ -321,12 +322,19 @@ def replay(
             _run_step(node_id, nodes[node_id], graph.nodes[node_id]["op"], buffers.pop(node_id, None), result.ids, deliver)
             for node_id in _engine_order(graph, nodes)
         ]
+    _record_order(graph, steps)
     return Replay(
         graph=graph,
         starts=[ReplayStart(start.root.name, result.ids[start.root.node], start.input_nr, start.grad) for start in starts],
         steps=steps,
         grads=_leaf_grads(graph, nodes),
     )
+
+
+def _record_order(graph: nx.MultiDiGraph, steps: list[ReplayStep]) -> None:
+    # The replay's own order, stored as record_gradients stores the engine's.
+    for position, step in enumerate(steps, start=1):
+        graph.nodes[step.node]["exec_order"] = position
 
 
 def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str) -> list[Start]:

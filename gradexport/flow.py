@@ -24,17 +24,18 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import networkx as nx
 import torch
 
-from .backward_replay import GradOutputs, gradient_summary, start_gradients
-from .graph import Params, trace
+from .backward_replay import GradOutputs, Start, gradient_summary, start_gradients
+from .graph import Params, Trace, trace
 from .roots import Roots
 
-__all__ = ["GRAD_KEYS", "record_gradients"]
+__all__ = ["GRAD_KEYS", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 
 #: Keys of the edge attribute ``grad`` (plus ``"values"`` for small tensors).
 GRAD_KEYS = ("shape", "dtype", "norm", "min", "max", "has_nan", "has_inf")
@@ -48,6 +49,7 @@ def record_gradients(
     grad_outputs: GradOutputs = None,
     values_up_to: int = 16,
     retain_graph: bool = False,
+    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
 ) -> nx.MultiDiGraph:
     """Run ``backward`` from ``roots`` and return the graph with each edge's gradient.
 
@@ -62,6 +64,11 @@ def record_gradients(
     gradient the root started with. Edges along which nothing flowed (the
     engine passed ``None``) have no ``grad``.
 
+    Every node the engine called gets ``exec_order``: 1 for the first node
+    it called, 2 for the next, and so on (from a pre-hook on every node,
+    see :func:`run_observed`). Nodes it did not call (pruned by ``inputs=``)
+    have none.
+
     As with :func:`gradexport.to_networkx`, build and drop graphs tens of
     thousands of nodes deep inside :func:`gradexport.run_with_large_stack`.
 
@@ -74,6 +81,9 @@ def record_gradients(
             root name.
         values_up_to: Store the values of gradients with at most this many elements.
         retain_graph: Passed to :func:`torch.autograd.backward`.
+        inputs: Passed to :func:`torch.autograd.backward`: only these leaves
+            (tensors or GradientEdges) accumulate, and only the nodes on a
+            path to them run.
 
     Returns:
         The graph of :func:`gradexport.to_networkx` with ``grad`` on the edges.
@@ -81,22 +91,43 @@ def record_gradients(
     result = trace(roots, params=params, module=module, caller="record_gradients")
     graph = result.graph
     starts = start_gradients(result.roots, grad_outputs, caller="record_gradients")
+    record_flow(result, starts, values_up_to=values_up_to, retain_graph=retain_graph, inputs=inputs)
+    return graph
+
+
+#: A callback of :func:`run_observed` before a node runs: node id and the gradient at each input slot.
+PreCallback = Callable[[str, tuple[torch.Tensor | None, ...]], None]
+#: A callback after a node ran: node id, what flowed along each ``next_functions`` position, what it received.
+PostCallback = Callable[[str, tuple[torch.Tensor | None, ...], tuple[torch.Tensor | None, ...]], None]
+
+
+def record_flow(
+    result: Trace,
+    starts: list[Start],
+    *,
+    values_up_to: int = 16,
+    pre: PreCallback | None = None,
+    post: PostCallback | None = None,
+    retain_graph: bool = False,
+    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
+) -> list[str]:
+    """The backward pass of :func:`record_gradients` on a traced graph, with extra callbacks.
+
+    Stores ``grad`` on the edges of ``result.graph`` and ``exec_order`` on
+    its nodes, calls ``pre`` and ``post`` as :func:`run_observed` does, and
+    returns the ids of the nodes run, in order.
+    """
     summarize = partial(gradient_summary, values_up_to=values_up_to)
     flowed: dict[str, tuple[dict[str, Any] | None, ...]] = {}
 
-    def record(node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], _: Any) -> None:
+    def record(node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], received: tuple[torch.Tensor | None, ...]) -> None:
         # Summarise at once: the engine may later add into these tensors in place.
         flowed[node_id] = tuple(None if grad is None else summarize(grad) for grad in grad_inputs)
+        if post is not None:
+            post(node_id, grad_inputs, received)
 
-    handles = [node.register_hook(partial(record, node_id)) for node, node_id in result.ids.items() if node.next_functions]
-    try:
-        torch.autograd.backward(
-            [start.target for start in starts], [start.grad for start in starts], retain_graph=retain_graph
-        )
-    finally:
-        for handle in handles:
-            handle.remove()
-
+    order = run_observed(result, starts, pre=pre, post=record, retain_graph=retain_graph, inputs=inputs)
+    graph = result.graph
     for source, _, index, data in graph.edges(keys=True, data=True):
         summary = flowed.get(source, ())
         if index < len(summary) and summary[index] is not None:
@@ -107,4 +138,59 @@ def record_gradients(
         if graph.nodes[root_id]["kind"] == "root":
             for _, _, data in graph.out_edges(root_id, data=True):
                 data["grad"] = summarize(start.grad)
-    return graph
+    return order
+
+
+def run_observed(
+    result: Trace,
+    starts: list[Start],
+    *,
+    pre: PreCallback | None = None,
+    post: PostCallback | None = None,
+    retain_graph: bool = False,
+    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
+) -> list[str]:
+    """Run :func:`torch.autograd.backward` from ``starts`` with hooks on every node of ``result``.
+
+    Returns the ids of the nodes the engine called, in the order it called
+    them, and stores that order as the node attribute ``exec_order`` (1 for
+    the first) on ``result.graph``. A pre-hook on every node, AccumulateGrad
+    included, records the order and calls ``pre(node_id, received)`` with
+    the gradient that reached each input slot. ``post(node_id, returned,
+    received)`` runs after every node that has ``next_functions`` (an
+    AccumulateGrad's post-hook gets nothing back, so it is not hooked) with
+    what flowed along each ``next_functions`` position. Callbacks must
+    return ``None``; the hooks are removed afterwards, also when backward
+    fails. Anomaly mode is off during the pass, so a NaN is recorded rather
+    than raised (the forward tracebacks it stored are kept).
+
+    Example:
+        >>> import torch
+        >>> from gradexport.backward_replay import start_gradients
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> traced = trace((x.exp() * 3).sum())
+        >>> order = run_observed(traced, start_gradients(traced.roots, None, caller="demo"))
+        >>> [traced.graph.nodes[node_id]["op"] for node_id in order]
+        ['SumBackward0', 'MulBackward0', 'ExpBackward0', 'AccumulateGrad']
+    """
+    order: list[str] = []
+
+    def before(node_id: str, received: tuple[torch.Tensor | None, ...]) -> None:
+        order.append(node_id)
+        if pre is not None:
+            pre(node_id, received)
+
+    handles = [node.register_prehook(partial(before, node_id)) for node, node_id in result.ids.items()]
+    if post is not None:
+        handles += [node.register_hook(partial(post, node_id)) for node, node_id in result.ids.items() if node.next_functions]
+    try:
+        with torch.autograd.set_detect_anomaly(False):
+            torch.autograd.backward(
+                [start.target for start in starts], [start.grad for start in starts], retain_graph=retain_graph, inputs=inputs
+            )
+    finally:
+        for handle in handles:
+            handle.remove()
+    for position, node_id in enumerate(order, start=1):
+        result.graph.nodes[node_id]["exec_order"] = position
+    return order

@@ -17,6 +17,11 @@ so the same program always yields the same ids. Every node has ``kind``:
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
     some), ``special`` (only for special nodes, see :data:`SPECIAL_KINDS`),
     ``saved`` (only with ``saved=True``, see :func:`gradexport.saved.summarize_saved`),
+    ``saved_bytes`` and ``saved_bytes_shared`` (only with ``saved=True``: the
+    bytes of the storages its saved tensors keep alive, see
+    :func:`gradexport.saved.saved_storages`; a storage counts in
+    ``saved_bytes`` of the first node in id order that holds it and in
+    ``saved_bytes_shared`` of every later one),
     ``module`` (only when ``module=`` is given and the forward pass ran
     inside :func:`gradexport.capture_modules`: the qualified name of the
     innermost module that created the node, ``""`` for the model itself).
@@ -42,7 +47,31 @@ by key together with ``none_slots`` give back ``next_functions``.
 
 Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 "input_nr"}``; ``input_nr`` is ``None`` for a Node root), ``num_nodes``,
-``num_edges``, ``num_none_slots``.
+``num_edges``, ``num_none_slots``, and with ``saved=True`` ``saved_bytes``:
+the bytes of all distinct storages that saved tensors keep alive (the sum of
+the nodes' ``saved_bytes``; see :func:`gradexport.saved_memory`).
+
+Attributes that other functions add to this graph (writers may style them):
+
+- ``exec_order`` (node; :func:`gradexport.record_gradients`,
+  :func:`gradexport.replay`, :func:`gradexport.find_nonfinite`): 1, 2, ...,
+  the position in which the engine (or the replay) called the node; absent
+  on roots and on nodes that did not run (pruned by ``inputs=``).
+- ``grad`` (edge; :func:`gradexport.record_gradients`): the gradient that
+  flowed along it, see :data:`gradexport.flow.GRAD_KEYS`.
+- ``nonfinite`` (:func:`gradexport.find_nonfinite`, on
+  ``NonfiniteReport.graph``): on a node, ``"origin"`` where gradients went
+  NaN or Inf although all it received was finite, ``"reached"`` where it
+  received a non-finite gradient (down to the parameters); on an edge,
+  ``"origin"`` for the non-finite gradients an origin sent, ``"path"`` for
+  the others that carried one. The graph attribute ``nonfinite`` lists the
+  origins in execution order.
+- ``diff`` (node and edge; :func:`gradexport.diff`): ``"same"``,
+  ``"changed"``, ``"added"`` or ``"removed"``; with ``changes`` (attribute to
+  ``[before, after]``) where changed, ``a_id``/``b_id`` on nodes,
+  ``replaces`` (ids) on an opaque node that stands for a region of the other
+  graph and ``replaced_by`` (id) on that region's nodes. The graph attribute
+  ``diff`` holds the counts and the replacements.
 
 The graph holds no torch objects: it can be pickled, written to JSON and kept
 after the tensors are gone.
@@ -65,7 +94,7 @@ from torch.autograd.graph import Node
 from .formats.source import Adjacency
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
-from .saved import signed, summarize_saved, tensor_meta, type_name
+from .saved import StorageKey, saved_storages, signed, summarize_saved, tensor_meta, type_name
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -302,6 +331,8 @@ class GraphStream:
         # the out-edges already known (a root tensor's, drawn when it is named).
         self.queue: deque[tuple[str, NextFunctions, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]] = deque()
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
+        self.saved_storages: set[StorageKey] = set()
+        self.saved_bytes = 0
 
     def __iter__(self) -> Iterator[Adjacency]:
         if self.started:
@@ -360,6 +391,8 @@ class GraphStream:
             num_edges=self.edge_count,
             num_none_slots=self.none_slot_count,
         )
+        if self.saved:
+            self.graph_attributes["saved_bytes"] = self.saved_bytes
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Store the whole stream in the MultiDiGraph that :func:`to_networkx` returns.
@@ -428,8 +461,22 @@ class GraphStream:
                 self.module_node_count += 1
         if self.saved:
             attributes["saved"] = summarize_saved(node)
+            self.count_saved_bytes(node, attributes)
         self.queue.append((node_id, next_functions, attributes, {}))
         return node_id
+
+    def count_saved_bytes(self, node: Node, attributes: dict[str, Any]) -> None:
+        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest."""
+        fresh = shared = 0
+        for key, nbytes in saved_storages(node).items():
+            if key in self.saved_storages:
+                shared += nbytes
+            else:
+                self.saved_storages.add(key)
+                fresh += nbytes
+        attributes["saved_bytes"] = fresh
+        attributes["saved_bytes_shared"] = shared
+        self.saved_bytes += fresh
 
     def none_node(self) -> str:
         """A new ``kind="none"`` node, queued so that it keeps its place in id order."""

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.autograd.graph import Node
 
-__all__ = ["signed", "summarize_saved", "tensor_meta", "type_name"]
+__all__ = ["StorageKey", "saved_storages", "signed", "summarize_saved", "tensor_meta", "type_name"]
 
 _SAVED = "_saved_"
 _RAW = "_raw_saved_"
@@ -71,7 +71,10 @@ def summarize_saved(node: Node) -> dict[str, Any]:
     for name in names:
         summary[name] = _read(node, name)
     if isinstance(node, torch.autograd.function.BackwardCFunction):
-        summary["saved_tensors"] = _guarded(lambda: [_value(t) for t in node.saved_tensors])
+        if any(_is_hooked(item) for item in getattr(node, "_raw_saved_tensors", None) or ()):
+            summary["saved_tensors"] = {"unavailable": "hooked"}
+        else:
+            summary["saved_tensors"] = _guarded(lambda: [_value(t) for t in node.saved_tensors])
     return summary
 
 
@@ -112,3 +115,47 @@ def _value(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_value(item) for item in value]
     return str(value)
+
+
+#: Identity of a storage: device and address of its first byte.
+StorageKey = tuple[str, int]
+
+
+def saved_storages(node: Node) -> dict[StorageKey, int]:
+    """The storages that ``node``'s saved tensors keep alive, each once, with their size in bytes.
+
+    A storage is named by device and address, so that views and several
+    saved tensors on one buffer count once. Values that cannot be read
+    safely are skipped: freed ones (they hold nothing), stale ones, and
+    those packed by saved-tensor hooks (a non-reentrant checkpoint keeps
+    only what it needs to recompute them; reading them would recompute).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(4, requires_grad=True)   # 16 bytes
+        >>> list(saved_storages((x * x).grad_fn).values())   # saved twice, one storage
+        [16]
+    """
+    found: dict[StorageKey, int] = {}
+    raw_names = [_RAW + name for name in _saved_names(type(node))]
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        raw_names.append("_raw_saved_tensors")
+    for raw_name in raw_names:
+        raw = getattr(node, raw_name, None)
+        items = raw if isinstance(raw, (list, tuple)) else [raw]
+        if any(_is_hooked(item) for item in items):
+            continue
+        public = "saved_tensors" if raw_name == "_raw_saved_tensors" else _SAVED + raw_name[len(_RAW):]
+        value = _guarded(lambda public=public: getattr(node, public))
+        for tensor in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(tensor, torch.Tensor):
+                _add_storage(found, tensor)
+    return found
+
+
+def _add_storage(found: dict[StorageKey, int], tensor: torch.Tensor) -> None:
+    try:
+        storage = tensor.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # sparse and other layouts without one storage
+        return
+    found[(type_name(tensor.device), storage.data_ptr())] = storage.nbytes()

@@ -63,8 +63,11 @@ def test_replay_leaves_the_grads_backward_leaves(name: str) -> None:
     # The record: the graph of to_networkx, every node run once after all its parents,
     # and each AccumulateGrad step received exactly the engine's gradient for its leaf.
     graph = gradexport.to_networkx(case.roots, params=case.params, module=case.module)
-    assert nx.utils.graphs_equal(record.graph, graph)
     order = {step.node: index for index, step in enumerate(record.steps)}
+    assert {node: data.pop("exec_order") for node, data in record.graph.nodes(data=True) if "exec_order" in data} == {
+        node: index + 1 for node, index in order.items()
+    }
+    assert nx.utils.graphs_equal(record.graph, graph)
     assert set(order) == {node for node, kind in graph.nodes(data="kind") if kind != "root"}
     assert all(order[u] < order[v] for u, v in graph.edges() if u in order)
     for step in record.steps:

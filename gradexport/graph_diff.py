@@ -1,0 +1,435 @@
+"""What changed between two backward graphs: one graph with every node and edge marked.
+
+:func:`diff` matches the nodes of two graphs by what survives a change to
+the model, never by their ids (ids are positions in a walk, and one added
+layer shifts them all):
+
+1. Root nodes match by root name, leaves by parameter name (the first of
+   their ``names``, with ``torch.compile``'s ``_orig_mod.`` prefix dropped).
+2. Matches spread along the edges: from a matched pair to the children at
+   the same ``next_functions`` position (and input slot) when both have the
+   same token ``(kind, module, op)``, and to parents when each side has
+   exactly one unmatched parent with that token on that edge. From the
+   roots down and from the parameters up, this matches everything but the
+   region that changed, in time linear in the graph.
+3. The nodes left are put in depth-first order from the roots, children
+   in ``next_functions`` order (so each sits among its siblings and a
+   layer's nodes sit together), and their tokens are aligned as
+   ``difflib`` aligns lines: the longest runs of equal tokens match first.
+   Where a run is replaced by a run of the same length, the nodes are
+   paired in order and reported as ``changed`` (an activation swapped,
+   ``ReluBackward0`` for ``GeluBackward0``). Beyond :data:`ALIGN_LIMIT`
+   pairs of leftover nodes this step is skipped.
+4. An opaque node that matched nothing (a ``torch.compile`` region, a
+   reentrant checkpoint, a custom Function) stands for the unmatched nodes
+   of the other graph that hang below its matched parents: it is reported
+   as one replacement of that region, not as so many removals.
+
+The result is a new graph with the schema of :mod:`gradexport.graph` (nodes
+renumbered ``n0``, ``n1``, ...: first those of ``b`` in ``b``'s order, then
+those only in ``a``), each node and edge carrying ``diff``, one of
+:data:`DIFF_STATES`. Attributes only one of the graphs carries (a graph built
+without ``module=`` or ``saved=True``) are not compared.
+
+Example:
+    >>> import torch, gradexport
+    >>> x = torch.ones(3, requires_grad=True)
+    >>> before = gradexport.to_networkx((x * 2).sum(), params={"x": x})
+    >>> after = gradexport.to_networkx((x * 2).relu().sum(), params={"x": x})
+    >>> graph = gradexport.diff(before, after)
+    >>> [(data.get("op"), data["diff"]) for _, data in graph.nodes(data=True)]
+    [(None, 'same'), ('SumBackward0', 'same'), ('ReluBackward0', 'added'), ('MulBackward0', 'same'), ('AccumulateGrad', 'same')]
+    >>> graph.graph["diff"]["nodes"]
+    {'same': 4, 'changed': 0, 'added': 1, 'removed': 0}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter, deque
+from collections.abc import Collection, Hashable, Iterable
+from difflib import SequenceMatcher
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from .formats import from_json
+from .graph import to_networkx
+from .roots import Roots
+
+__all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command"]
+
+#: Values of the node and edge attribute ``diff``.
+DIFF_STATES = ("same", "changed", "added", "removed")
+
+#: What :func:`diff` compares: a graph, the path of a JSON file gradexport wrote, or roots.
+Diffable = nx.MultiDiGraph | str | os.PathLike | Roots
+
+#: Node attributes compared between matched nodes (when both graphs carry them).
+NODE_FIELDS = (
+    "op", "module", "special", "shape", "dtype", "device", "names", "num_next", "none_slots", "saved_bytes", "saved_bytes_shared"
+)
+#: Edge attributes compared between matched edges (when both carry them).
+EDGE_FIELDS = ("input_nr", "shape", "dtype", "device")
+#: Keys of an edge's ``grad`` summary compared between matched edges.
+GRAD_FIELDS = ("shape", "dtype", "norm", "min", "max", "has_nan", "has_inf")
+
+#: Above this many pairs (unmatched nodes of a times those of b) the leftovers are not aligned:
+#: difflib's alignment costs up to their product, and they stay added and removed.
+ALIGN_LIMIT = 4_000_000
+
+_OPAQUE = frozenset({"compiled", "checkpoint", "custom_function"})
+_COMPILED_PREFIX = "_orig_mod."
+
+
+def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
+    """Compare two backward graphs and return one graph marking what was added, removed or changed.
+
+    Args:
+        a: The graph before: a MultiDiGraph from :func:`gradexport.to_networkx`
+            (or :func:`gradexport.record_gradients`), the path of a JSON file
+            written by gradexport, or roots (traced with :func:`gradexport.to_networkx`).
+        b: The graph after, likewise.
+
+    Returns:
+        A MultiDiGraph with the attributes of ``b`` (of ``a`` for removed
+        nodes and edges) plus, on every node and edge, ``diff`` (see
+        :data:`DIFF_STATES`) and, where ``changed``, ``changes``: a dict from
+        attribute to ``[value in a, value in b]`` (``grad`` compares the
+        statistics of :data:`GRAD_FIELDS` when both graphs recorded
+        gradients). Nodes carry ``a_id`` and/or ``b_id``, their ids in the
+        inputs. An opaque node that replaced a region carries ``replaces``
+        (the ids of the region's nodes), and they carry ``replaced_by``. The
+        graph attribute ``diff`` holds ``nodes`` and ``edges`` (counts per
+        state) and ``replacements`` (``{"node", "op", "region"}`` each).
+
+    Raises:
+        TypeError: for an input that is none of the accepted kinds.
+        gradexport.RootError: for roots without a graph.
+    """
+    graph_a, graph_b = _as_graph(a, "a"), _as_graph(b, "b")
+    matched = _match(graph_a, graph_b)
+    return _merge(graph_a, graph_b, matched)
+
+
+def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
+    """A readable summary of a :func:`diff` graph: counts, replacements, then up to ``limit`` nodes of each state.
+
+    Example:
+        >>> import torch, gradexport
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> print(describe_diff(gradexport.diff((x * 2).sum(), (x * 2).exp().sum())))
+        nodes: 4 same, 0 changed, 1 added, 0 removed; edges: 2 same, 0 changed, 2 added, 1 removed
+        added:
+          n2 ExpBackward0
+    """
+    summary = graph.graph["diff"]
+    count = "; ".join(
+        f"{part}: " + ", ".join(f"{summary[part][state]} {state}" for state in DIFF_STATES) for part in ("nodes", "edges")
+    )
+    lines = [count]
+    in_region = set()
+    for replacement in summary["replacements"]:
+        region = replacement["region"]
+        in_region.update(region)
+        ops = Counter(graph.nodes[node_id].get("op", graph.nodes[node_id]["kind"]) for node_id in region)
+        what = ", ".join(f"{op} ×{count}" if count > 1 else op for op, count in ops.most_common())
+        status = graph.nodes[replacement["node"]]["diff"]
+        lines.append(
+            f"replaced: {replacement['node']} {replacement['op']} ({status}) stands for {len(region)} nodes: {what}"
+        )
+    for state in ("changed", "added", "removed"):
+        nodes = [node_id for node_id, data in graph.nodes(data=True) if data["diff"] == state and node_id not in in_region]
+        nodes = [node_id for node_id in nodes if not graph.nodes[node_id].get("replaces")]
+        if not nodes:
+            continue
+        lines.append(f"{state}:")
+        for node_id in nodes[:limit]:
+            lines.append(f"  {_node_line(graph, node_id)}")
+        if len(nodes) > limit:
+            lines.append(f"  ... and {len(nodes) - limit} more")
+    return "\n".join(lines)
+
+
+def diff_command(a: Diffable, b: Diffable) -> tuple[int, str]:
+    """What ``gradexport diff A B`` prints and exits with: 0 when the graphs match, 1 when they differ (as ``diff(1)``).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> diff_command((x * 2).sum(), (x * 3).sum())
+        (0, 'nodes: 4 same, 0 changed, 0 added, 0 removed; edges: 3 same, 0 changed, 0 added, 0 removed')
+    """
+    graph = diff(a, b)
+    counts = graph.graph["diff"]
+    differs = any(counts[part][state] for part in ("nodes", "edges") for state in ("changed", "added", "removed"))
+    return int(differs), describe_diff(graph)
+
+
+# ---------------------------------------------------------------- internals
+
+
+def _as_graph(value: Diffable, which: str) -> nx.MultiDiGraph:
+    if isinstance(value, nx.MultiDiGraph):
+        return value
+    if isinstance(value, nx.Graph):
+        raise TypeError(f"diff: {which} is a {type(value).__name__}; gradexport graphs are MultiDiGraphs")
+    if isinstance(value, (str, os.PathLike)):
+        return from_json(Path(value).read_text(encoding="utf-8"))
+    return to_networkx(value)
+
+
+def _normal_name(name: str) -> str:
+    return name.replace(_COMPILED_PREFIX, "")
+
+
+def _anchor(graph: nx.MultiDiGraph, node_id: str) -> Hashable | None:
+    data = graph.nodes[node_id]
+    if data["kind"] == "root":
+        return ("root", data["root"])
+    if data["kind"] == "leaf" and data.get("names"):
+        return ("leaf", _normal_name(data["names"][0]))
+    return None
+
+
+def _token(graph: nx.MultiDiGraph, node_id: str) -> tuple[Any, ...]:
+    data = graph._node[node_id]
+    return (data["kind"], data.get("module"), data.get("op"))
+
+
+def _preorder(graph: nx.MultiDiGraph) -> list[str]:
+    starts = [entry["node"] for entry in graph.graph.get("roots", []) if entry["node"] in graph]
+    starts += [node_id for node_id, sources in graph._pred.items() if not sources]
+    order: list[str] = []
+    seen: set[str] = set()
+    stack = list(reversed(starts))
+    while stack:
+        node_id = stack.pop()
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        order.append(node_id)
+        by_key = sorted((key, target) for target, keyed in graph._succ[node_id].items() for key in keyed)
+        stack.extend(target for _, target in reversed(by_key))
+    return order + [node_id for node_id in graph if node_id not in seen]
+
+
+def _match(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> dict[str, str]:
+    """Pairs ``{id in a: id in b}``."""
+    anchors_b: dict[Hashable, str] = {}
+    duplicate: set[Hashable] = set()
+    for node_id in graph_b:
+        key = _anchor(graph_b, node_id)
+        if key is not None:
+            if key in anchors_b:
+                duplicate.add(key)
+            anchors_b[key] = node_id
+    matched: dict[str, str] = {}
+    for node_id in graph_a:
+        key = _anchor(graph_a, node_id)
+        if key is not None and key in anchors_b and key not in duplicate and anchors_b[key] not in matched.values():
+            matched[node_id] = anchors_b[key]
+    _spread(graph_a, graph_b, matched)
+    taken = set(matched.values())
+    rest_a = [node_id for node_id in _preorder(graph_a) if node_id not in matched]
+    rest_b = [node_id for node_id in _preorder(graph_b) if node_id not in taken]
+    if len(rest_a) * len(rest_b) > ALIGN_LIMIT:
+        return matched
+    tokens_a = [_token(graph_a, node_id) for node_id in rest_a]
+    tokens_b = [_token(graph_b, node_id) for node_id in rest_b]
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, tokens_a, tokens_b, autojunk=False).get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for node_a, node_b in zip(rest_a[i1:i2], rest_b[j1:j2], strict=True):
+                if tag == "equal" or _pairable(graph_a.nodes[node_a], graph_b.nodes[node_b]):
+                    matched[node_a] = node_b
+    return matched
+
+
+def _spread(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> None:
+    """Extend ``matched`` along edges: to children at the same ``next_functions`` position, and to parents
+    that are the only unmatched ones with that token and edge on both sides."""
+    taken = set(matched.values())
+    queue = deque(matched.items())
+
+    def pair(node_a: str, node_b: str) -> None:
+        matched[node_a] = node_b
+        taken.add(node_b)
+        queue.append((node_a, node_b))
+
+    while queue:
+        node_a, node_b = queue.popleft()
+        children_b = {(key, data.get("input_nr")): target for target, keyed in graph_b._succ[node_b].items() for key, data in keyed.items()}
+        for target_a, key, data in _edges(graph_a._succ[node_a]):
+            target_b = children_b.get((key, data.get("input_nr")))
+            if (
+                target_b is not None
+                and target_a not in matched
+                and target_b not in taken
+                and _token(graph_a, target_a) == _token(graph_b, target_b)
+            ):
+                pair(target_a, target_b)
+        parents_a = _free_parents(graph_a, node_a, matched.keys())
+        parents_b = _free_parents(graph_b, node_b, taken)
+        for signature, sources_a in parents_a.items():
+            sources_b = parents_b.get(signature, [])
+            if len(sources_a) == len(sources_b) == 1 and sources_a[0] not in matched and sources_b[0] not in taken:
+                pair(sources_a[0], sources_b[0])
+
+
+def _free_parents(graph: nx.MultiDiGraph, node_id: str, done: Collection[str]) -> dict[tuple[Any, ...], list[str]]:
+    parents: dict[tuple[Any, ...], list[str]] = {}
+    for source, key, data in _edges(graph._pred[node_id]):
+        if source not in done:
+            parents.setdefault((key, data.get("input_nr"), *_token(graph, source)), []).append(source)
+    return parents
+
+
+def _edges(adjacency: dict[str, dict[int, dict[str, Any]]]) -> Iterable[tuple[str, int, dict[str, Any]]]:
+    """``(neighbour, key, attributes)`` from one node's entry of the graph's ``_succ`` or ``_pred``.
+
+    The graph's own dict-of-dicts storage (as :mod:`gradexport.graph` fills it):
+    its views cost several times more per edge, which shows on 10^4-node graphs.
+    """
+    return ((neighbour, key, data) for neighbour, keyed in adjacency.items() for key, data in keyed.items())
+
+
+def _pairable(data_a: dict[str, Any], data_b: dict[str, Any]) -> bool:
+    # Same kind, and an opaque node is never "a changed op": it is a replacement.
+    return data_a["kind"] == data_b["kind"] and data_a.get("special") not in _OPAQUE and data_b.get("special") not in _OPAQUE
+
+
+def _changes(data_a: dict[str, Any], data_b: dict[str, Any], fields: Iterable[str]) -> dict[str, list[Any]]:
+    changes: dict[str, list[Any]] = {}
+    for key in fields:
+        if key in data_a and key in data_b:
+            value_a, value_b = data_a[key], data_b[key]
+            if key == "names":
+                value_a, value_b = [_normal_name(name) for name in value_a], [_normal_name(name) for name in value_b]
+            if value_a != value_b:
+                changes[key] = [data_a[key], data_b[key]]
+    return changes
+
+
+def _grad_changes(grad_a: dict[str, Any], grad_b: dict[str, Any]) -> dict[str, list[Any]]:
+    changes = {}
+    for key in GRAD_FIELDS:
+        value_a, value_b = grad_a.get(key), grad_b.get(key)
+        if isinstance(value_a, float) and isinstance(value_b, float):
+            same = (math.isnan(value_a) and math.isnan(value_b)) or math.isclose(value_a, value_b, rel_tol=1e-5, abs_tol=1e-12)
+        else:
+            same = value_a == value_b
+        if not same:
+            changes[key] = [value_a, value_b]
+    return changes
+
+
+def _merge(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> nx.MultiDiGraph:
+    merged = nx.MultiDiGraph()
+    from_b = {node_b: node_a for node_a, node_b in matched.items()}
+    new_b: dict[str, str] = {}
+    new_a: dict[str, str] = {}
+    for node_b, data_b in graph_b.nodes(data=True):
+        node_id = new_b[node_b] = f"n{len(new_b)}"
+        node_a = from_b.get(node_b)
+        attributes = dict(data_b, b_id=node_b)
+        if node_a is None:
+            attributes["diff"] = "added"
+        else:
+            new_a[node_a] = node_id
+            attributes["a_id"] = node_a
+            changes = _changes(graph_a.nodes[node_a], data_b, NODE_FIELDS)
+            attributes["diff"] = "changed" if changes else "same"
+            if changes:
+                attributes["changes"] = changes
+        merged.add_node(node_id, **attributes)
+    for node_a, data_a in graph_a.nodes(data=True):
+        if node_a not in matched:
+            node_id = new_a[node_a] = f"n{merged.number_of_nodes()}"
+            merged.add_node(node_id, **dict(data_a, a_id=node_a, diff="removed"))
+
+    for source, target, key, data_b in graph_b.edges(keys=True, data=True):
+        attributes = dict(data_b)
+        source_a, target_a = from_b.get(source), from_b.get(target)
+        data_a = None
+        if source_a is not None and target_a is not None and graph_a.has_edge(source_a, target_a, key):
+            data_a = graph_a.edges[source_a, target_a, key]
+        if data_a is None:
+            attributes["diff"] = "added"
+        else:
+            changes = _changes(data_a, data_b, EDGE_FIELDS)
+            if "grad" in data_a and "grad" in data_b:
+                grad = _grad_changes(data_a["grad"], data_b["grad"])
+                if grad:
+                    changes["grad"] = [{k: v[0] for k, v in grad.items()}, {k: v[1] for k, v in grad.items()}]
+            attributes["diff"] = "changed" if changes else "same"
+            if changes:
+                attributes["changes"] = changes
+        merged.add_edge(new_b[source], new_b[target], key=key, **attributes)
+    for source, target, key, data_a in graph_a.edges(keys=True, data=True):
+        source_b, target_b = matched.get(source), matched.get(target)
+        if source_b is None or target_b is None or not graph_b.has_edge(source_b, target_b, key):
+            merged.add_edge(new_a[source], new_a[target], key=key, **dict(data_a, diff="removed"))
+
+    replacements = _replacements(merged)
+    merged.graph.update(graph_b.graph)
+    merged.graph["roots"] = [dict(entry, node=new_b[entry["node"]]) for entry in graph_b.graph.get("roots", [])]
+    merged.graph["num_nodes"] = merged.number_of_nodes()
+    merged.graph["num_edges"] = merged.number_of_edges()
+    merged.graph["diff"] = {
+        "nodes": _count(data["diff"] for _, data in merged.nodes(data=True)),
+        "edges": _count(data["diff"] for _, _, data in merged.edges(data=True)),
+        "replacements": replacements,
+    }
+    return merged
+
+
+def _count(states: Iterable[str]) -> dict[str, int]:
+    counts = Counter(states)
+    return {state: counts[state] for state in DIFF_STATES}
+
+
+def _replacements(merged: nx.MultiDiGraph) -> list[dict[str, Any]]:
+    """Give each unmatched opaque node the unmatched region of the other graph below its matched parents."""
+    found: list[dict[str, Any]] = []
+    claimed: set[str] = set()
+    opposite = {"added": "removed", "removed": "added"}
+    for node_id, data in merged.nodes(data=True):
+        if data["diff"] not in opposite or data.get("special") not in _OPAQUE:
+            continue
+        other = opposite[data["diff"]]
+        parents = [source for source in merged.predecessors(node_id) if merged.nodes[source]["diff"] in ("same", "changed")]
+        region: list[str] = []
+        stack = [
+            target
+            for parent in parents
+            for _, target, edge in merged.out_edges(parent, data=True)
+            if edge["diff"] == other
+        ]
+        while stack:
+            current = stack.pop()
+            if current in claimed or merged.nodes[current]["diff"] != other:
+                continue
+            claimed.add(current)
+            region.append(current)
+            stack += [target for _, target, edge in merged.out_edges(current, data=True) if edge["diff"] == other]
+        if region:
+            region.sort(key=lambda node: int(node[1:]))
+            data["replaces"] = region
+            for member in region:
+                merged.nodes[member]["replaced_by"] = node_id
+            found.append({"node": node_id, "op": data.get("op"), "region": region})
+    return found
+
+
+def _node_line(graph: nx.MultiDiGraph, node_id: str) -> str:
+    data = graph.nodes[node_id]
+    text = f"{node_id} {data.get('op', data['kind'])}"
+    if data.get("names"):
+        text += f" ({', '.join(data['names'])})"
+    if data.get("module") is not None:
+        text += f" [{data['module'] or '(model)'}]"
+    for key, (value_a, value_b) in data.get("changes", {}).items():
+        text += f"  {key}: {value_a} -> {value_b}"
+    return text

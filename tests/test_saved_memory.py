@@ -1,0 +1,132 @@
+"""saved_bytes and saved_memory against storages counted here from the tensors the test knows are saved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from cases import CASES
+from torch import nn
+from torch.autograd.graph import Node
+from torch.utils import checkpoint
+
+import gradexport
+from gradexport.graph import trace
+
+
+def storage_bytes(*tensors: torch.Tensor) -> int:
+    """Ground truth: the bytes of the distinct storages under ``tensors``."""
+    storages = {(str(t.device), t.untyped_storage().data_ptr()): t.untyped_storage().nbytes() for t in tensors}
+    return sum(storages.values())
+
+
+def saved_tensors_of(node: Node) -> list[torch.Tensor]:
+    """Every saved tensor of a node, read with torch's public accessors (not gradexport's)."""
+    found = []
+    for attr in dir(node):
+        if attr.startswith("_saved_"):
+            value = getattr(node, attr)
+            found += [v for v in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(v, torch.Tensor)]
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        found += list(node.saved_tensors)
+    return found
+
+
+def test_known_saved_tensors() -> None:
+    x = torch.randn(4, 4, requires_grad=True)
+    y = torch.randn(4, 4, requires_grad=True)
+    z = x * y  # saves x and y
+    e = z.exp()  # saves its result e
+    graph = gradexport.to_networkx((e * e).sum(), saved=True)  # e * e saves e twice
+    assert graph.graph["saved_bytes"] == storage_bytes(x, y, e) == 3 * 64
+    assert sum(data.get("saved_bytes", 0) for _, data in graph.nodes(data=True)) == graph.graph["saved_bytes"]
+
+
+def test_views_of_one_storage_count_once() -> None:
+    x = torch.randn(8, requires_grad=True)
+    base = x.clone()  # a non-leaf that saves nothing, so the halves are views of its storage
+    graph = gradexport.to_networkx((base[:4] * base[4:]).sum(), saved=True)
+    assert graph.graph["saved_bytes"] == storage_bytes(base) == 32
+    (mul,) = [data for _, data in graph.nodes(data=True) if data.get("op") == "MulBackward0" and data["saved_bytes"]]
+    assert mul["saved_bytes"] == 32 and mul["saved_bytes_shared"] == 0
+
+
+@pytest.mark.parametrize("name", ["mlp_tied", "multihead_attention", "lstm", "custom_function", "multi_output", "copy_slices", "double_backward"])
+def test_total_and_per_node_against_torch_saved_tensors(name: str) -> None:
+    case = CASES[name]()
+    result = trace(case.roots, saved=True)
+    everything: list[torch.Tensor] = []
+    for node, node_id in result.ids.items():
+        tensors = saved_tensors_of(node)
+        everything += tensors
+        data = result.graph.nodes[node_id]
+        assert data["saved_bytes"] + data["saved_bytes_shared"] == (storage_bytes(*tensors) if tensors else 0)
+    assert result.graph.graph["saved_bytes"] == (storage_bytes(*everything) if everything else 0)
+
+
+def test_non_reentrant_checkpoint_is_not_recomputed_and_not_counted() -> None:
+    layer = nn.Linear(3, 3)
+    calls = []
+
+    def region(t: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return layer(t).relu()
+
+    inputs = torch.randn(2, 3, requires_grad=True)
+    out = checkpoint.checkpoint(region, inputs, use_reentrant=False)
+    graph = gradexport.to_networkx(out.sum(), saved=True)
+    assert calls == [1]  # reading the sizes did not unpack (and so recompute) the region
+    assert graph.graph["saved_bytes"] == 0
+    assert all(data.get("saved_bytes", 0) == 0 for _, data in graph.nodes(data=True))
+
+
+def test_freed_buffers_hold_nothing() -> None:
+    x = torch.randn(3, requires_grad=True)
+    loss = x.exp().sum()
+    loss.backward()
+    assert gradexport.to_networkx(loss, saved=True).graph["saved_bytes"] == 0
+
+
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(8, width)
+        self.down = nn.Linear(width, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.tanh(self.up(x)))
+
+
+def test_saved_memory_ranks_nodes_and_modules() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(16), Block(64))
+    with gradexport.capture_modules():
+        loss = model(torch.randn(32, 8)).pow(2).sum()
+    result = trace(loss, module=model, saved=True)
+    truth_by_node = {node_id: storage_bytes(*saved_tensors_of(node)) if saved_tensors_of(node) else 0 for node, node_id in result.ids.items()}
+    report = gradexport.saved_memory(result.graph, top=3)
+    assert report.total == storage_bytes(*[t for node in result.ids for t in saved_tensors_of(node)])
+    ranked = sorted((size for size in truth_by_node.values() if size), reverse=True)[:3]
+    assert [entry.saved_bytes + entry.shared_bytes for entry in report.nodes] == ranked
+    # The widest layer's tanh output (32 x 64 float32) is the largest saved activation.
+    assert report.nodes[0].module in {"1.up", "1.down", "1"}
+    assert report.modules[0][0] in {"1", "1.up", "1.down"}
+    assert sum(size for _, size in gradexport.saved_memory(result.graph, top=100).modules) <= report.total
+    text = str(report)
+    assert report.nodes[0].node in text and "top modules" in text
+
+
+def test_saved_memory_errors() -> None:
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(ValueError, match="saved=True"):
+        gradexport.saved_memory(gradexport.to_networkx(x.exp().sum()))
+    with pytest.raises(ValueError, match="top"):
+        gradexport.saved_memory(x.exp().sum(), top=0)
+
+
+def test_saved_memory_from_roots() -> None:
+    x = torch.randn(16, requires_grad=True)
+    y = x.exp()
+    report: Any = gradexport.saved_memory(y.sum())
+    assert report.total == storage_bytes(y)
