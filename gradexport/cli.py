@@ -198,18 +198,23 @@ class _Failure(Exception):
         self.status = status
 
 
-def _run(args: argparse.Namespace) -> int:
-    """Everything that touches the user's tensors: runs on the large-stack thread, where they are freed."""
+def _run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
+    """Run ``work(bar)`` on this (large-stack) thread, where the user's tensors are freed; print what it returns.
+
+    Warnings raised meanwhile are printed as one line each, a :class:`_Failure` as
+    one error line with its exit status.
+    """
     from tqdm import tqdm
 
-    show_progress = not args.quiet and sys.stderr.isatty()
+    show_progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
     failure: _Failure | None = None
+    status, lines = 0, []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             # The bar closes (and clears its line) before anything is printed.
-            with tqdm(total=1 + len(args.formats), file=sys.stderr, delay=0.5, leave=False, disable=not show_progress) as bar:
-                paths = _export(args, bar)
+            with tqdm(total=steps, file=sys.stderr, delay=0.5, leave=False, disable=not show_progress) as bar:
+                status, lines = work(bar)
         except _Failure as error:
             failure = error
     for warning in caught:
@@ -217,14 +222,14 @@ def _run(args: argparse.Namespace) -> int:
     if failure is not None:
         print(f"{_PROG}: error: {failure}", file=sys.stderr)
         return failure.status
-    if not args.quiet:
-        for path in paths.values():
-            print(path)
-    return 0
+    for line in lines:
+        print(line)
+    return status
 
 
-def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
-    location, name = args.target
+def _call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
+    """Import and call the user's function; its result split into ``(roots, params, module)``."""
+    location, name = target
     try:
         function = _load(location, name)
     except _UsageError as error:
@@ -239,8 +244,12 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
         raise _Failure(f"{location}:{name}() raised {_one_line(error)}") from None
     bar.update()
     bar.set_description(f"{_PROG}: tracing the graph")
-    roots, params, module = split_result(result)
-    del result
+    return split_result(result)
+
+
+def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    location, name = args.target
+    roots, params, module = _call_target(args.target, bar)
     if args.options.get("depth") is not None and module is None:
         raise _Failure(
             f"--depth {args.options['depth']} folds modules, but {location}:{name}() returned no nn.Module: "
@@ -248,7 +257,7 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
             2,
         )
     try:
-        return write(
+        paths = write(
             roots,
             args.output,
             args.formats,
@@ -262,10 +271,14 @@ def _export(args: argparse.Namespace, bar: Any) -> dict[str, Path]:
         raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
     except (OSError, RuntimeError, ValueError, TypeError) as error:
         raise _Failure(_one_line(error)) from None
+    return 0, [] if args.quiet else [str(path) for path in paths.values()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _COMMANDS:
+        return _COMMANDS[argv[0]](argv[1:])
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -277,4 +290,164 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as error:
         print(f"{_PROG}: error: {_flat(str(error).replace('gradexport: ', '', 1))} (see {_PROG} --help)", file=sys.stderr)
         return 2
-    return run_with_large_stack(_run, args)
+    return run_with_large_stack(_run, lambda bar: _export(args, bar), args, 1 + len(args.formats))
+
+
+# ---------------------------------------------------------------- subcommands
+# ``gradexport view|check|diff ...``: the first word picks the command, so a
+# target (which always has a ``:``) is never mistaken for one.
+
+
+def _subparser(command: str, description: str) -> _Parser:
+    return _Parser(prog=f"{_PROG} {command}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _parsed(parser: _Parser, argv: Sequence[str]) -> argparse.Namespace | int:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exit_request:  # --help (0) or a usage error (2), already printed by argparse
+        return exit_request.code if isinstance(exit_request.code, int) else 2
+
+
+def _view(argv: Sequence[str]) -> int:
+    parser = _subparser(
+        "view",
+        "Write the interactive viewer page of a function's autograd graph and open it in the default browser\n"
+        "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1).",
+    )
+    parser.add_argument("target", metavar="TARGET", type=_target, help="path/to/file.py:function or package.module:function")
+    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: FUNCTION.html in the current folder)")
+    parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
+    parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options)"))
+    args = _parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    args.options = ExportOptions.given_arguments(args)
+    formats = ["model-explorer"] if args.model_explorer else ["html"]
+    try:
+        ExportOptions.from_keywords(args.options, formats=formats, from_roots=True, caller=f"{_PROG} view")
+    except (TypeError, ValueError) as error:
+        print(f"{_PROG} view: error: {_flat(error)}", file=sys.stderr)
+        return 2
+    return run_with_large_stack(_run, lambda bar: _view_work(args, bar), args, 2)
+
+
+def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    import webbrowser
+
+    location, name = args.target
+    roots, params, module = _call_target(args.target, bar)
+    stem = name.rpartition(".")[2]
+    try:
+        if args.model_explorer:
+            from .explorer import serve_model_explorer
+            from .graph import to_networkx
+
+            graph = to_networkx(roots, params=params, module=module, **_trace_keywords(args.options))
+            del roots
+            bar.close()
+            serve_model_explorer(graph, open_browser=not args.no_open)  # serves until Ctrl+C, printing its address
+            return 0, []
+        page = Path(args.output) if args.output else Path(f"{stem}.html")
+        paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)
+    except RootError as error:
+        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+    except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
+        raise _Failure(_one_line(error)) from None
+    address = paths["html"].resolve().as_uri()
+    if not args.no_open:
+        webbrowser.open(address)
+    return 0, [str(paths["html"]) if args.no_open else f"opened {address}"]
+
+
+def _trace_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What of the typed options shapes a trace, as :func:`gradexport.to_networkx` takes it."""
+    return {
+        "show_none": bool(options.get("show_none")),
+        "saved": bool(options.get("show_saved")),
+        "edge_metadata": bool(options.get("edge_metadata") or options.get("edge_shapes")),
+    }
+
+
+def _check(argv: Sequence[str]) -> int:
+    parser = _subparser(
+        "check",
+        "Run backward on a function's roots, watching every node: exit 0 with one line when every gradient is\n"
+        "finite, exit 1 with a report of where the first NaN or infinity started otherwise.",
+    )
+    parser.add_argument("target", metavar="TARGET", type=_target, help="path/to/file.py:function or package.module:function")
+    args = _parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    return run_with_large_stack(_run, lambda bar: _check_work(args, bar), args, 2)
+
+
+def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    from .nonfinite import check_command
+
+    location, name = args.target
+    roots, params, module = _call_target(args.target, bar)
+    try:
+        status, text = check_command(roots, params=params, module=module)
+    except RootError as error:
+        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+    except RuntimeError as error:  # backward itself failed (a graph freed already, say)
+        raise _Failure(f"backward through {location}:{name}() raised {_one_line(error)}") from None
+    return status, [text]
+
+
+def _diff(argv: Sequence[str]) -> int:
+    parser = _subparser(
+        "diff",
+        "Compare two backward graphs: exit 0 when they match, 1 when they differ (as diff(1) does), and say how.\n"
+        "A and B are JSON files written by gradexport, or FILE.py:FUNCTION targets.",
+    )
+    parser.add_argument("a", metavar="A", help="a gradexport JSON file, or path/to/file.py:function")
+    parser.add_argument("b", metavar="B", help="the same, for the other graph")
+    parser.add_argument("-f", "--format", dest="formats", type=_formats, help="also draw the diff in these formats")
+    parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder for --format's files (default: .)")
+    args = _parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    return run_with_large_stack(_run, lambda bar: _diff_work(args, bar), args, 3)
+
+
+def _diff_graph(text: str, bar: Any) -> Any:
+    """A JSON file's graph, or the graph of a target's roots."""
+    from .formats.json import read_json
+    from .graph import to_networkx
+
+    if Path(text).is_file() and not text.endswith(".py"):
+        try:
+            return read_json(text)
+        except ValueError as error:
+            raise _Failure(f"{text} is not a graph written by gradexport: {_flat(error)}", 2) from None
+    try:
+        target = _target(text)
+    except argparse.ArgumentTypeError:
+        raise _Failure(f"{text!r} is neither a JSON file nor a FILE.py:FUNCTION target", 2) from None
+    roots, params, module = _call_target(target, bar)
+    try:
+        return to_networkx(roots, params=params, module=module)
+    except RootError as error:
+        raise _Failure(f"{text}() returned no autograd graph ({_flat(error)})") from None
+
+
+def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    from .graph_diff import describe_diff, diff, differs
+
+    graph = diff(_diff_graph(args.a, bar), _diff_graph(args.b, bar))
+    status = int(differs(graph))
+    lines = [describe_diff(graph)]
+    if args.formats:
+        try:
+            paths = write(graph, args.output, args.formats, stem="diff")
+        except (OSError, RuntimeError, ValueError) as error:
+            raise _Failure(_one_line(error)) from None
+        lines.extend(str(path) for path in paths.values())
+    return status, lines
+
+
+_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"view": _view, "check": _check, "diff": _diff}

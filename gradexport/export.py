@@ -98,7 +98,7 @@ def prepare(
             params=options.trace.params,
             module=options.trace.module,
             show_none=bool(diagram.show_none),
-            saved=bool(diagram.show_saved),
+            saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
             caller=f"gradexport.{caller}",
         )

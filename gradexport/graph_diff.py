@@ -59,7 +59,7 @@ from .formats import from_json
 from .graph import to_networkx
 from .roots import Roots
 
-__all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command"]
+__all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command", "differs"]
 
 #: Values of the node and edge attribute ``diff``.
 DIFF_STATES = ("same", "changed", "added", "removed")
@@ -163,9 +163,13 @@ def diff_command(a: Diffable, b: Diffable) -> tuple[int, str]:
         (0, 'nodes: 4 same, 0 changed, 0 added, 0 removed; edges: 3 same, 0 changed, 0 added, 0 removed')
     """
     graph = diff(a, b)
+    return int(differs(graph)), describe_diff(graph)
+
+
+def differs(graph: nx.MultiDiGraph) -> bool:
+    """Whether a graph from :func:`diff` has any node or edge changed, added or removed."""
     counts = graph.graph["diff"]
-    differs = any(counts[part][state] for part in ("nodes", "edges") for state in ("changed", "added", "removed"))
-    return int(differs), describe_diff(graph)
+    return any(counts[part][state] for part in ("nodes", "edges") for state in ("changed", "added", "removed"))
 
 
 # ---------------------------------------------------------------- internals

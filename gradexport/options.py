@@ -199,6 +199,10 @@ class DiagramOptions:
         group_modules: Draw the nodes of each module (the ``module``
             attribute) inside a box labelled with the module's path, nested
             as the modules nest: DOT clusters, Mermaid subgraphs.
+        exec_order: Start each node's label with ``#k``, its place in the
+            order the engine ran the nodes (the ``exec_order`` attribute).
+        saved_bytes: Add a line with the bytes the node's saved tensors hold
+            (``saved_bytes``, from a graph traced with ``saved=True``).
     """
 
     direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", "diagram", parse=_direction, flag="--direction", metavar="DIR")
@@ -211,6 +215,12 @@ class DiagramOptions:
     edge_shapes: bool = option(False, "label edges with the gradient's shape (records it from roots)", "diagram", parse=_boolean, flag="--edge-shapes")
     grad_norms: bool = option(True, "label and colour edges by gradient norm when the graph has them", "diagram", parse=_boolean, flag="--grad-norms")
     group_modules: bool = option(True, "draw each module's nodes inside a box named after it", "diagram", parse=_boolean, flag="--group-modules")
+    exec_order: bool = option(
+        False, "number each node by the order the engine ran it (graphs from record_gradients, replay, find_nonfinite)", "diagram", parse=_boolean, flag="--exec-order"
+    )
+    saved_bytes: bool = option(
+        False, "show the bytes each node's saved tensors hold; from roots, also record them", "diagram", parse=_boolean, flag="--saved-bytes"
+    )
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
@@ -249,6 +259,8 @@ class ExportKeywords(TypedDict, total=False):
     edge_shapes: bool
     grad_norms: bool
     group_modules: bool
+    exec_order: bool
+    saved_bytes: bool
     prog: str | os.PathLike[str] | None
 
 

@@ -34,9 +34,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..options import DiagramOptions
-from .labels import element_id, look_signature, node_class, node_lines, printable, tensor_text
+from .labels import DIFF_MARKS, element_id, look_signature, node_class, node_lines, printable, tensor_text
 from .source import GraphSource, Source
-from .styles import GradScale
+from .styles import MARK_COLORS, GradScale
 
 __all__ = ["BoxEvent", "Cluster", "DiagramNode", "EdgeLook", "ModuleBoxes", "diagram"]
 
@@ -110,6 +110,8 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
     hide_none = show_none is False
     edge_shapes = options.edge_shapes
     grad_norms = options.grad_norms
+    exec_order, saved_bytes = options.exec_order, options.saved_bytes
+    marked = source.marked
     scale: GradScale | None = None  # computed on the first edge that carries a gradient
     node_looks: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
     edge_looks: dict[tuple[Any, Any], EdgeLook] = {}
@@ -119,7 +121,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         if kind == "none" and hide_none:
             continue
         node_id = node if ids_as_they_are else element_id(node)
-        signature = look_signature(kind, attributes, show_saved, show_module)
+        signature = None if exec_order or saved_bytes else look_signature(kind, attributes, show_saved, show_module)
         look = None
         if signature is not None:
             try:
@@ -127,7 +129,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
             except TypeError:  # an unhashable value in a user's graph: drawn without the cache
                 signature = None
         if look is None:
-            look = (node_class(attributes), node_lines(attributes, show_saved, show_module))
+            look = (node_class(attributes), node_lines(attributes, show_saved, show_module, exec_order, saved_bytes))
             if signature is not None:
                 node_looks[signature] = look
         group = _group(attributes) if grouped and "module" in attributes else None
@@ -142,7 +144,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
                 plain = edge_looks.get(indices)
                 if plain is None:
                     plain = edge_looks[indices] = EdgeLook((f"{indices[0]}→{indices[1]}",))
-                if not edge_shapes and "count" not in data and not (grad_norms and "grad" in data):
+                if not edge_shapes and not marked and "count" not in data and not (grad_norms and "grad" in data):
                     edges.append((target_id, plain))
                     continue
                 first = plain.lines[0]
@@ -157,6 +159,14 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
                     scale = scale or GradScale.of(source)
                     lines.append(f"‖g‖ {grad['norm']:.3g}")
                     color, width = scale.style(grad)
+                if marked:
+                    mark = data.get("diff")
+                    if mark in DIFF_MARKS:
+                        lines[0] += f" {DIFF_MARKS[mark][0]}"  # the sign alone: + − ~
+                    else:
+                        mark = data.get("nonfinite")
+                    if mark in MARK_COLORS and color is None:
+                        color, width = MARK_COLORS[mark], 2.0
                 edges.append((target_id, EdgeLook(tuple(lines), color, width)))
         if drawn_none:
             edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)

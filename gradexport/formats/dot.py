@@ -58,7 +58,7 @@ from .files import atomic_open
 from ..options import DiagramOptions
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
 from .source import GraphSource
-from .styles import FONT, NODE_STYLES
+from .styles import FONT, STYLES
 
 if TYPE_CHECKING:
     import pydot
@@ -81,7 +81,7 @@ _STYLE_ATTRIBUTES = {
         f'class="{name}", shape={_SHAPES[style.shape][0]}, style={_SHAPES[style.shape][1]}, '
         f'fillcolor="{style.fill}", color="{style.stroke}", fontcolor="{style.text}"'
     )
-    for name, style in NODE_STYLES.items()
+    for name, style in STYLES.items()
 }
 # Most nodes are backward functions: their style is the default in the
 # ``node [...]`` statement, so their lines carry only a label (a third of the

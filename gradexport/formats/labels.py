@@ -26,7 +26,7 @@ from typing import Any
 from .source import is_model_id
 from .styles import NODE_STYLES
 
-__all__ = ["element_id", "look_signature", "node_class", "node_lines", "printable", "saved_text", "tensor_text"]
+__all__ = ["DIFF_MARKS", "byte_text", "element_id", "look_signature", "node_class", "node_lines", "printable", "saved_text", "tensor_text"]
 
 
 def element_id(node: Any) -> str:
@@ -97,14 +97,65 @@ def saved_text(value: Any) -> str:
     return text if len(text) <= _SAVED_VALUE_CHARS else text[: _SAVED_VALUE_CHARS - 1] + "…"
 
 
+#: What a diff state reads as in a label, so the diagram needs no legend (and no colour) to be read.
+DIFF_MARKS = {"added": "+ added", "removed": "− removed", "changed": "~ changed"}
+
+
 def node_class(attributes: Mapping[str, Any]) -> str:
+    """The style class of a node: a mark (``nonfinite`` origin, ``diff`` state) or its kind."""
+    if attributes.get("nonfinite") == "origin":
+        return "nonfinite"
+    mark = attributes.get("diff")
+    if mark in DIFF_MARKS:
+        return mark
     kind = attributes.get("kind", "backward")
     if kind == "backward" and attributes.get("special"):
         return "special"
     return kind if kind in NODE_STYLES else "backward"
 
 
-def node_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[str, ...]:
+def node_lines(
+    attributes: Mapping[str, Any], show_saved: bool, show_module: bool, exec_order: bool = False, saved_bytes: bool = False
+) -> tuple[str, ...]:
+    """The label lines of a node (see the module docstring): its marks, its own lines, then its saved bytes.
+
+    Example:
+        >>> node_lines({"kind": "backward", "op": "LogBackward0", "exec_order": 2, "diff": "added"}, False, False, exec_order=True)
+        ('#2 + added', 'LogBackward0')
+    """
+    marks = []
+    if exec_order and "exec_order" in attributes:
+        marks.append(f"#{attributes['exec_order']}")
+    if attributes.get("nonfinite") == "origin":
+        marks.append("non-finite gradient starts here")
+    mark = attributes.get("diff")
+    if mark in DIFF_MARKS:
+        changed = ", ".join(map(str, attributes.get("changes", ()))) if mark == "changed" else ""
+        marks.append(f"{DIFF_MARKS[mark]}: {changed}" if changed else DIFF_MARKS[mark])
+    lines = [printable(" ".join(marks))] if marks else []
+    lines.extend(_kind_lines(attributes, show_saved, show_module))
+    if saved_bytes and "saved_bytes" in attributes:
+        shared = attributes.get("saved_bytes_shared", 0)
+        lines.append(f"saved {byte_text(attributes['saved_bytes'])}" + (f" (+{byte_text(shared)} shared)" if shared else ""))
+    return tuple(lines)
+
+
+def byte_text(count: int) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ``3.0 MiB``.
+
+    Example:
+        >>> byte_text(512), byte_text(1536), byte_text(3 * 2**20)
+        ('512 B', '1.5 KiB', '3.0 MiB')
+    """
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[str, ...]:
     kind = attributes.get("kind")
     if kind == "none":
         return ("None",)
@@ -130,8 +181,8 @@ def node_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: boo
 
 
 def look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:
-    """What a backward node's or a leaf's look depends on (see :func:`_node_lines`); None for other nodes."""
-    if show_saved and "saved" in attributes:
+    """What a backward node's or a leaf's look depends on (see :func:`node_lines`); None for other nodes and marked ones."""
+    if show_saved and "saved" in attributes or "diff" in attributes or "nonfinite" in attributes:
         return None
     if kind == "backward":
         return (attributes.get("op"), attributes.get("special"), show_module and attributes.get("module"))

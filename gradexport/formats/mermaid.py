@@ -48,8 +48,8 @@ from typing import IO, NamedTuple
 from .files import atomic_open
 from ..options import DiagramOptions
 from .diagram import DiagramNode, ModuleBoxes, diagram
-from .styles import NODE_STYLES
-from .source import GraphSource
+from .styles import MARK_STYLES, NODE_STYLES, STYLES
+from .source import GraphSource, Source
 
 __all__ = [
     "LIMITS",
@@ -137,7 +137,7 @@ def _with_surplus(text: str) -> tuple[str, int]:
 
 
 def _class_definition(name: str) -> str:
-    style = NODE_STYLES[name]
+    style = STYLES[name]
     dash = ",stroke-dasharray:4 3" if style.dashed else ""
     return f"  classDef {name} fill:{style.fill},stroke:{style.stroke},color:{style.text}{dash}"
 
@@ -198,8 +198,9 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
         size += _utf16_units(line) + 1
         return line
 
+    source = Source.of(graph)
     yield counted(f"flowchart {options.direction}")
-    for name in NODE_STYLES:
+    for name in (*NODE_STYLES, *MARK_STYLES) if source.marked else NODE_STYLES:
         yield counted(_class_definition(name))
     edge_lines: list[str] = []
     # Many nodes and edges look alike: each look's text is made once, with how
@@ -214,14 +215,14 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
         look = node[1:3]  # (style, lines)
         found = node_texts.get(look)
         if found is None:
-            opening, closing = _SHAPES[NODE_STYLES[node.style].shape]
+            opening, closing = _SHAPES[STYLES[node.style].shape]
             found = node_texts[look] = _with_surplus(f"{opening}{_label(node.lines)}{closing}:::{node.style}")
         line = f"{indent}{node.id}{found[0]}"
         size += len(line) + found[1] + 1
         return line
 
     boxes = ModuleBoxes()
-    for node in diagram(graph, options):
+    for node in diagram(source, options):
         for target, look in node.edges:
             found = edge_texts.get(look.lines)
             if found is None:

@@ -130,6 +130,11 @@ class Source:
             return all(type(node) is str and is_model_id(node) for node in self.graph)
         return getattr(self._stream, "model_ids", False) is True
 
+    @cached_property
+    def marked(self) -> bool:
+        """Whether nodes and edges carry marks: a diff's states or a non-finite report's (whole graphs only)."""
+        return self.graph is not None and ("diff" in self.graph.graph or "nonfinite" in self.graph.graph)
+
     def to_none_node(self, attributes: Mapping[str, Any], target: Hashable, keyed: Mapping[Any, Any]) -> bool:
         """Whether the edges ``keyed`` from a node with ``attributes`` to ``target`` lead to a None slot's node.
 

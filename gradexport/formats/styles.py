@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from .source import Source
 
-__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_COLORS", "NODE_STYLES", "GradScale", "NodeStyle", "is_bad"]
+__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_COLORS", "MARK_COLORS", "MARK_STYLES", "NODE_STYLES", "STYLES", "GradScale", "NodeStyle", "is_bad"]
 
 #: A font whose metrics Graphviz knows without a font library (``monospace`` warns).
 FONT = "Helvetica"
@@ -46,6 +46,22 @@ NODE_STYLES: dict[str, NodeStyle] = {
     "none": NodeStyle("note", "#ffffff", "#9e9e9e", "#757575", dashed=True),
     "module": NodeStyle("subroutine", "#ede7f6", "#5e35b1", "#1b1b1b"),
 }
+
+#: Style of each mark, which wins over the node's kind: where a non-finite
+#: gradient started (gradexport.find_nonfinite), and what a diff
+#: (gradexport.diff) added, removed or changed. Only marked graphs use them.
+MARK_STYLES: dict[str, NodeStyle] = {
+    "nonfinite": NodeStyle("rounded", "#ffcdd2", "#b71c1c", "#1b1b1b"),
+    "added": NodeStyle("rounded", "#c8e6c9", "#1b5e20", "#1b1b1b"),
+    "removed": NodeStyle("rounded", "#ffcdd2", "#b71c1c", "#1b1b1b", dashed=True),
+    "changed": NodeStyle("rounded", "#ffe0b2", "#e65100", "#1b1b1b"),
+}
+
+#: Every style class, kinds and marks.
+STYLES: dict[str, NodeStyle] = {**NODE_STYLES, **MARK_STYLES}
+
+#: Edge colours of the marks: a non-finite gradient's path, and a diff's states.
+MARK_COLORS = {"origin": "#b71c1c", "path": "#b71c1c", "added": "#1b5e20", "removed": "#b71c1c", "changed": "#e65100"}
 
 #: Edge colours for gradient norms, smallest to largest (log scale), and for NaN/inf.
 GRAD_COLORS = ("#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
