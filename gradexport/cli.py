@@ -298,8 +298,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 # target (which always has a ``:``) is never mistaken for one.
 
 
-def _subparser(command: str, description: str) -> _Parser:
-    return _Parser(prog=f"{_PROG} {command}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+def _subparser(command: str, description: str, *, target: bool = True) -> _Parser:
+    """The parser of ``gradexport COMMAND``, taking a TARGET unless told otherwise."""
+    parser = _Parser(prog=f"{_PROG} {command}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if target:
+        return parser
 
 
 def _parsed(parser: _Parser, argv: Sequence[str]) -> argparse.Namespace | int:
@@ -315,7 +318,6 @@ def _view(argv: Sequence[str]) -> int:
         "Write the interactive viewer page of a function's autograd graph and open it in the default browser\n"
         "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1).",
     )
-    parser.add_argument("target", metavar="TARGET", type=_target, help="path/to/file.py:function or package.module:function")
     parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: FUNCTION.html in the current folder)")
     parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
     parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
@@ -377,7 +379,6 @@ def _check(argv: Sequence[str]) -> int:
         "Run backward on a function's roots, watching every node: exit 0 with one line when every gradient is\n"
         "finite, exit 1 with a report of where the first NaN or infinity started otherwise.",
     )
-    parser.add_argument("target", metavar="TARGET", type=_target, help="path/to/file.py:function or package.module:function")
     args = _parsed(parser, argv)
     if isinstance(args, int):
         return args
@@ -403,6 +404,7 @@ def _diff(argv: Sequence[str]) -> int:
         "diff",
         "Compare two backward graphs: exit 0 when they match, 1 when they differ (as diff(1) does), and say how.\n"
         "A and B are JSON files written by gradexport, or FILE.py:FUNCTION targets.",
+        target=False,
     )
     parser.add_argument("a", metavar="A", help="a gradexport JSON file, or path/to/file.py:function")
     parser.add_argument("b", metavar="B", help="the same, for the other graph")
