@@ -302,7 +302,8 @@ def _subparser(command: str, description: str, *, target: bool = True) -> _Parse
     """The parser of ``gradexport COMMAND``, taking a TARGET unless told otherwise."""
     parser = _Parser(prog=f"{_PROG} {command}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     if target:
-        return parser
+        parser.add_argument("target", metavar="TARGET", type=_target, help="path/to/file.py:function or package.module:function")
+    return parser
 
 
 def _parsed(parser: _Parser, argv: Sequence[str]) -> argparse.Namespace | int:
