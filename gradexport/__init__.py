@@ -13,6 +13,7 @@ from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
 from .flow import record_gradients
 from .formats import (
     DiagramOptions,
+    GraphFormatError,
     GraphvizNotFoundError,
     MermaidSizeWarning,
     OutputError,
@@ -50,6 +51,7 @@ __all__ = [
     "to_networkx",
     "DiagramOptions",
     "GraphView",
+    "GraphFormatError",
     "GraphvizNotFoundError",
     "MermaidSizeWarning",
     "OutputError",
