@@ -119,10 +119,11 @@ import time
 import traceback
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from mkdocs.config import config_options
 from mkdocs.config.base import Config

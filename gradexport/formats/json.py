@@ -129,7 +129,8 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
             of :mod:`gradexport.graph`; the message names the field.
 
     Example:
-        >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [{"id": "n0", "kind": "leaf", "module": 5}], "edges": []}')
+        >>> node = '{"id": "n0", "kind": "leaf", "module": 5}'
+        >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [' + node + '], "edges": []}')
         Traceback (most recent call last):
         ...
         gradexport.formats.json.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
