@@ -24,6 +24,9 @@ What is guaranteed (POSIX; the same steps run on Windows):
   touched. A temporary of a writer on another machine sharing the folder
   can look stale; removing it makes that writer fail with
   :class:`OutputError`, never publish a partial file.
+* **Racing writers.** Two processes writing the same targets at once each
+  publish complete files; which one's file is left at each path is not
+  defined (it can differ from path to path).
 * **Modes.** A replaced file keeps its mode; a new file gets ``0o666``
   less the process umask, as :func:`open` would give it.
 * **Clear errors.** Every file-system failure (no permission, a folder in
