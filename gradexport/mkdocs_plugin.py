@@ -603,6 +603,11 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
 
     def on_config(self, config: Any) -> Any:
         _check_formats(self.config.formats, "plugins.gradexport.formats")
+        for name in ("timeout", "max_output"):
+            if self.config[name] < 0:
+                raise PluginError(f"plugins.gradexport.{name}: give a number >= 0 (0 turns it off), got {self.config[name]}")
+        if self.config.isolate and not hasattr(os, "fork"):
+            raise PluginError("plugins.gradexport.isolate: this system cannot fork a child process; set isolate: false")
         self._tabbed = "pymdownx.tabbed" in config.markdown_extensions
         self._titled_fences = "pymdownx.superfences" in config.markdown_extensions
         fingerprint = library_fingerprint()

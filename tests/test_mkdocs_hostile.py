@@ -187,3 +187,9 @@ def test_each_page_runs_in_its_own_temporary_folder(tmp_path, monkeypatch, isola
         assert os.getpid() not in pids and pids[0] == pids[1]  # one child serves the whole build
     else:
         assert pids == [os.getpid(), os.getpid()]
+
+
+@pytest.mark.parametrize("option, value", [("timeout", -1), ("max_output", -5)])
+def test_negative_limits_are_refused(tmp_path, caplog, option, value):
+    config = with_options(make_site(tmp_path, {"index.md": "# Page\n"}), **{option: value})
+    assert f"plugins.gradexport.{option}: give a number >= 0 (0 turns it off), got {value}" in build_error(config, caplog)
