@@ -12,6 +12,7 @@ from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, repla
 from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
 from .flow import record_gradients
 from .formats import (
+    GraphFormatError,
     GraphvizNotFoundError,
     MermaidSizeWarning,
     OutputError,
@@ -58,6 +59,7 @@ __all__ = [
     "RenderOptions",
     "TraceOptions",
     "GraphView",
+    "GraphFormatError",
     "GraphvizNotFoundError",
     "MermaidSizeWarning",
     "OutputError",

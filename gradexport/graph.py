@@ -82,7 +82,7 @@ from __future__ import annotations
 import gc
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -91,25 +91,12 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
-from .formats.source import Adjacency
+from .formats.source import KINDS, SPECIAL_KINDS, Adjacency
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import StorageKey, saved_storages, signed, summarize_saved, tensor_meta, type_name
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
-
-#: Values of the node attribute ``kind``.
-KINDS = ("root", "backward", "leaf", "none")
-
-#: Values of the node attribute ``special``, for nodes a reader should notice.
-SPECIAL_KINDS = {
-    "copy_slices": "in-place operation on a view (CopySlices)",
-    "custom_function": "backward of a custom torch.autograd.Function",
-    "checkpoint": "reentrant activation checkpoint: opaque, the parameters used inside are not in the graph",
-    "compiled": "torch.compile region: one opaque node for the whole region",
-    "backward_hook": "module backward hook (register_full_backward_hook)",
-    "error": "a node that raises when backward reaches it",
-}
 
 _SPECIAL_BY_OP = {
     "CopySlices": "copy_slices",
@@ -210,7 +197,7 @@ def trace(
     return Trace(stream.to_networkx(), stream.ids, stream.roots)
 
 
-def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[int, list[str]]:
+def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: str = "to_networkx") -> dict[int, list[str]]:
     # Keyed by id() only for this lookup, while the tensors are alive; never used as a node id.
     names: dict[int, list[str]] = {}
     pairs: list[tuple[str, torch.Tensor]] = []
@@ -218,14 +205,38 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[i
         pairs += module.named_parameters(remove_duplicate=False)
         pairs += module.named_buffers(remove_duplicate=False)
     if params is not None:
-        pairs += params.items() if isinstance(params, Mapping) else params
+        pairs += _param_pairs(params, caller)
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"to_networkx: params[{name!r}] is a {type(tensor).__name__}, not a tensor")
+            raise TypeError(f"{caller}: params[{name!r}] is a {type(tensor).__name__}, not a tensor")
         bucket = names.setdefault(id(tensor), [])
         if name not in bucket:
             bucket.append(name)
     return names
+
+
+def _param_pairs(params: Params, caller: str) -> list[tuple[str, Any]]:
+    """``params`` as (name, tensor) pairs, or a one-line TypeError saying what params accepts."""
+    accepts = "params takes a mapping of names to tensors or (name, tensor) pairs, as model.named_parameters() gives"
+    if isinstance(params, Mapping):
+        pairs = list(params.items())
+    elif isinstance(params, (torch.Tensor, str, bytes)) or not isinstance(params, Iterable):
+        raise TypeError(f"{caller}: {accepts}; got a {type(params).__name__}")
+    else:
+        pairs = []
+        for index, pair in enumerate(params):
+            if isinstance(pair, (str, bytes, torch.Tensor)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise TypeError(f"{caller}: {accepts}; item {index} is {_short(pair)}, not a (name, tensor) pair")
+            pairs.append((pair[0], pair[1]))
+    for name, _ in pairs:
+        if not isinstance(name, str):
+            raise TypeError(f"{caller}: {accepts}; the name {name!r} is a {type(name).__name__}, not a str")
+    return pairs
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if not isinstance(value, torch.Tensor) else f"a tensor of shape {list(value.shape)}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
@@ -311,7 +322,7 @@ class GraphStream:
         if module is not None and not isinstance(module, torch.nn.Module):
             raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
         self.caller = caller
-        self.names_by_tensor = _leaf_names(params, module)
+        self.names_by_tensor = _leaf_names(params, module, caller)
         self.module_names = qualified_names(module) if module is not None else None
         self.leaf_modules = _leaf_modules(module) if module is not None else {}
         self.show_none = show_none

@@ -46,6 +46,31 @@ Export options
     ``none`` are read as Python's ``True``, ``False``, ``None``. An option
     that applies to none of the block's formats stops the build.
 
+Which fences run: only those Markdown renders as fences, at the top level or
+inside admonitions, content tabs and list items. A ``gradexport`` fence inside
+another fence, inside an indented code block, or inside an HTML comment that
+starts a line is text and does not run (see :func:`find_blocks`).
+
+How blocks run. **Blocks are trusted code**: they run with the rights of
+whoever builds the site, as any code a docs build imports does; build only
+documentation whose examples you would run yourself. Each page's blocks run
+in a new empty temporary working directory (removed afterwards), so files an
+example writes with relative paths land there, not in the project. By
+default (plugin option ``isolate: true``, on Linux and other POSIX systems
+but macOS) they run in a child process forked from the build, which already
+has torch and gradexport imported, and which serves every page of the build
+(see :class:`BlockRunner`): a block that runs longer than
+``timeout`` seconds (default 60; 0 for none) is stopped and fails the build
+naming the page and line, and a block that ends its process
+(``os._exit(0)``, a crash) fails the build instead of ending it with exit
+status 0. ``sys.exit()`` in a block is a failure either way. With
+``isolate: false`` blocks run in the build process itself: no time limit.
+Printed output is kept up to ``max_output`` characters per block (default
+100,000; 0 for no cap); what is cut is said in the output shown. Pages
+listed in MkDocs' ``draft_docs`` are not rendered by ``mkdocs build``, so their
+blocks do not run there; ``mkdocs serve`` renders drafts and runs their
+blocks, and a failing one shows as an error of the served build.
+
 A failing block stops the build with a :class:`mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
 those of the Markdown file. A warning raised while a block runs is logged as a
@@ -62,6 +87,16 @@ to ``mkdocs.yml``; run ``npm ci`` to get it) and loads it before the theme's
 scripts, so that Material for MkDocs finds it and fetches nothing from a CDN.
 Set ``mermaid_js: ""`` to load mermaid.js yourself.
 
+All plugin options, with their defaults::
+
+    plugins:
+      - gradexport:
+          formats: [mermaid, svg]
+          mermaid_js: node_modules/mermaid/dist/mermaid.min.js
+          timeout: 60        # seconds per block; 0: no limit
+          max_output: 100000 # characters of printed output per block; 0: no cap
+          isolate: true      # run each page's blocks in a forked child process
+
 Example:
     >>> blocks = find_blocks(['# Title', '```gradexport show="code"', 'x = 1', '```'], "page.md")
     >>> [(block.line, block.code, sorted(block.options.show)) for block in blocks]
@@ -77,12 +112,17 @@ import html
 import importlib
 import io
 import logging
+import multiprocessing
+import os
 import re
 import shlex
 import sys
+import tempfile
+import time
 import traceback
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -94,7 +134,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 
-__all__ = ["Block", "BlockOptions", "BlockResult", "GradexportPlugin", "find_blocks", "run_blocks"]
+__all__ = ["Block", "BlockOptions", "BlockResult", "BlockRunner", "GradexportPlugin", "find_blocks", "run_blocks"]
 
 log = logging.getLogger("mkdocs.plugins.gradexport")
 
@@ -114,6 +154,12 @@ class GradexportPluginConfig(Config):
 
     formats = config_options.Type(list, default=["mermaid", "svg"])
     mermaid_js = config_options.Type(str, default="node_modules/mermaid/dist/mermaid.min.js")
+    #: Seconds one block (with its diagrams) may run; 0 for no limit. Needs ``isolate``.
+    timeout = config_options.Type((int, float), default=60)
+    #: Characters of printed output kept per block; 0 keeps everything.
+    max_output = config_options.Type(int, default=100_000)
+    #: Run each page's blocks in a forked child process (POSIX only).
+    isolate = config_options.Type(bool, default=hasattr(os, "fork") and sys.platform != "darwin")
 
 
 @dataclass(frozen=True)
@@ -152,6 +198,8 @@ class BlockResult:
     output: str
     #: Diagram text per format: Mermaid source, or an ``<svg>`` element.
     diagrams: dict[str, str]
+    #: The warnings the block raised, as ``"Category: message"``; the plugin logs them.
+    warnings: tuple[str, ...] = ()
 
 
 class ExampleError(Exception):
@@ -206,16 +254,49 @@ def _check_formats(formats: tuple[str, ...] | list[str], where: str) -> None:
 
 
 def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] = ("mermaid", "svg")) -> list[Block]:
-    """Find the ``gradexport`` fenced blocks in a page, skipping any inside other fences.
+    """Find the ``gradexport`` fenced blocks that Markdown shows as fences, at the top level or in a container.
 
-    ``where`` names the page in error messages. A block inside another fence
-    (say a ````` ````markdown ````` fence that documents the syntax) is text, not an example.
+    ``where`` names the page in error messages. Only a fence that Markdown
+    renders as a fence is an example: one inside another fence (say a
+    ````` ````markdown ````` fence that documents the syntax), inside an
+    indented code block (4 spaces deeper than its container after a blank
+    line), or inside an HTML comment that starts a line (``<!--`` ... ``-->``)
+    is text. Admonitions (``!!!``, ``???``), content tabs (``===``) and list
+    items are containers whose content is indented by 4.
+
+    Example:
+        >>> lines = ["<!--", "```gradexport", "hidden = 1", "```", "-->", "", "    ```gradexport", "    shown_as_code = 1", "    ```"]
+        >>> find_blocks(lines, "page.md")
+        []
     """
     blocks: list[Block] = []
     index = 0
+    containers: list[int] = []  # content indentation of the containers around the current line
+    after_blank = True  # an indented code block starts only after a blank line (or a block)
+    in_code = False
     while index < len(lines):
-        opening = _FENCE.match(lines[index])
+        line = lines[index]
+        if not line.strip():
+            after_blank = True
+            index += 1
+            continue
+        indent = _width(line)
+        while containers and indent < containers[-1]:
+            containers.pop()
+        depth = indent - (containers[-1] if containers else 0)
+        if depth >= 4 and (after_blank or in_code):
+            in_code, after_blank = True, False
+            index += 1
+            continue
+        in_code = after_blank = False
+        if depth < 4 and line.lstrip().startswith("<!--"):
+            index = _comment_end(lines, index) + 1
+            after_blank = True
+            continue
+        opening = _FENCE.match(line)
         if opening is None:
+            if _CONTAINER.match(line):
+                containers.append(indent + 4)
             index += 1
             continue
         closing = _find_closing(lines, index + 1, opening)
@@ -223,12 +304,43 @@ def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] =
         if language == "gradexport":
             if closing == len(lines):
                 raise PluginError(f"{where}:{index + 1}: the gradexport block opened here is never closed")
-            indent = opening["indent"]
-            body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[index + 1 : closing]]
+            indent_text = opening["indent"]
+            body = [
+                line[len(indent_text) :] if line.startswith(indent_text) else line.lstrip() for line in lines[index + 1 : closing]
+            ]
             options = parse_options(info, default_formats, f"{where}:{index + 1}")
-            blocks.append(Block(index, closing + 1, indent, "".join(f"{line}\n" for line in body), options, index + 2))
+            blocks.append(Block(index, closing + 1, indent_text, "".join(f"{line}\n" for line in body), options, index + 2))
         index = closing + 1
+        after_blank = True
     return blocks
+
+
+# Lines that open a container whose content is indented by 4: admonitions, content tabs, list items.
+_CONTAINER = re.compile(r"^[ \t]*(?:(?:!!!|\?\?\?\+?)[ \t]+\S|===[+!]?[ \t]+\"|[-*+][ \t]+\S|\d+[.)][ \t]+\S)")
+
+
+def _width(line: str) -> int:
+    """The indentation of ``line`` in columns, a tab reaching the next multiple of 4 (as Python-Markdown reads it)."""
+    width = 0
+    for character in line:
+        if character == " ":
+            width += 1
+        elif character == "\t":
+            width += 4 - width % 4
+        else:
+            break
+    return width
+
+
+def _comment_end(lines: list[str], start: int) -> int:
+    """The index of the line that closes the HTML comment opened on ``lines[start]`` (the last line if none does)."""
+    after_opening = lines[start].split("<!--", 1)[1]
+    if "-->" in after_opening:
+        return start
+    for index in range(start + 1, len(lines)):
+        if "-->" in lines[index]:
+            return index
+    return len(lines) - 1
 
 
 def _find_closing(lines: list[str], start: int, opening: re.Match[str]) -> int:
@@ -240,20 +352,32 @@ def _find_closing(lines: list[str], start: int, opening: re.Match[str]) -> int:
     return len(lines)
 
 
-def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResult]:
+def run_blocks(
+    blocks: list[Block],
+    path: str,
+    shown_as: str,
+    *,
+    max_output: int = 0,
+    on_block: Callable[[int], None] | None = None,
+) -> list[BlockResult]:
     """Run ``blocks`` in order in one fresh namespace and render their diagrams.
 
     ``path`` is the Markdown file (tracebacks show its lines); ``shown_as`` names
-    the page in error messages. Run this inside :func:`gradexport.run_with_large_stack`
-    so that the namespace, and every graph in it, is freed on the large stack.
+    the page in error messages. Printed output beyond ``max_output`` characters
+    (0: no cap) is dropped and a note says so. ``on_block(i)`` is called as
+    block ``i`` starts. Run this inside :func:`gradexport.run_with_large_stack`
+    so that the namespace, and every graph in it, is freed on the large stack;
+    the plugin runs it through :class:`BlockRunner`.
 
     Raises:
         ExampleError: when a block raises, with the traceback of its own frames.
     """
     namespace: dict[str, Any] = {"__name__": "__gradexport_example__"}
     results = []
-    for block in blocks:
-        output = io.StringIO()
+    for number, block in enumerate(blocks):
+        if on_block is not None:
+            on_block(number)
+        output = _CappedOutput(max_output)
         try:
             with contextlib.redirect_stdout(output), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")
@@ -268,12 +392,157 @@ def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResul
                 f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
                 + _format_traceback(error, path)
             ) from None
-        for warning in caught:
-            # A MkDocs warning, so that `mkdocs build --strict` stops on an example that warns.
-            log.warning(f"{shown_as}:{block.start + 1}: the gradexport block on this line warned: "
-                        f"{warning.category.__name__}: {warning.message}")
-        results.append(BlockResult(_ADDRESS.sub(" at 0x…", output.getvalue()), diagrams))
+        warned = tuple(f"{warning.category.__name__}: {warning.message}" for warning in caught)
+        results.append(BlockResult(_ADDRESS.sub(" at 0x…", output.text()), diagrams, warned))
     return results
+
+
+class _CappedOutput(io.StringIO):
+    """Keeps the first ``limit`` characters written (all when ``limit`` is 0) and counts the rest."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+        self.written = 0
+
+    def write(self, text: str) -> int:
+        self.written += len(text)
+        room = len(text) if not self.limit else self.limit - self.tell()
+        if room > 0:
+            super().write(text[:room])
+        return len(text)
+
+    def text(self) -> str:
+        kept = self.getvalue()
+        if self.written > len(kept):
+            kept += (
+                f"\n[output cut: the block printed {self.written:,} characters; the first {len(kept):,} are shown "
+                "(plugin option max_output)]\n"
+            )
+        return kept
+
+
+class BlockRunner:
+    """Runs pages' blocks as the plugin does: each page in a fresh temporary working directory and, with ``isolate``, in a child process.
+
+    The child is forked from the build on the first page (so torch and
+    gradexport are already imported) and serves the following pages too, so
+    what one page warmed up (imports, torch's lazy initialisation) the next
+    finds ready, as in the build process itself; each page still gets a fresh
+    namespace. It sends back each block's output and diagrams. That gives
+    every block a time limit of ``timeout`` seconds (0: none), and a block
+    that ends its process (``os._exit(0)``, a crash) fails the build rather
+    than ending it; after either, the next page gets a new child. Without
+    ``isolate`` the blocks run in the build process, with no time limit.
+
+    Example:
+        >>> blocks = find_blocks(['```gradexport show="output"', "print(6 * 7)", "```"], "page.md")
+        >>> with BlockRunner(timeout=10) as runner:
+        ...     [result.output for result in runner.run(blocks, "page.md", "page.md")]
+        ['42\\n']
+    """
+
+    def __init__(self, *, timeout: float = 60, max_output: int = 100_000, isolate: bool = True):
+        self.timeout = timeout
+        self.max_output = max_output
+        self.isolate = isolate
+        self._child: Any = None
+        self._connection: Any = None
+
+    def run(self, blocks: list[Block], path: str, shown_as: str) -> list[BlockResult]:
+        """Run one page's blocks (see :func:`run_blocks`) in a new temporary working directory, removed afterwards.
+
+        Raises:
+            ExampleError: when a block raises, runs too long or ends the
+                process; the message names the page and the block's line.
+        """
+        with tempfile.TemporaryDirectory(prefix="gradexport-page-", ignore_cleanup_errors=True) as folder:
+            if self.isolate:
+                return self._run_in_child(blocks, path, shown_as, folder)
+            previous = os.getcwd()
+            os.chdir(folder)
+            try:
+                stack = importlib.import_module("gradexport").run_with_large_stack
+                return stack(run_blocks, blocks, path, shown_as, max_output=self.max_output)
+            finally:
+                os.chdir(previous)
+
+    def _run_in_child(self, blocks: list[Block], path: str, shown_as: str, folder: str) -> list[BlockResult]:
+        if self._child is None:
+            context = multiprocessing.get_context("fork")
+            self._connection, child_end = context.Pipe()
+            self._child = context.Process(target=_serve_pages, args=(child_end,), daemon=True)
+            self._child.start()
+            child_end.close()
+        self._connection.send((blocks, path, shown_as, folder, self.max_output))
+        running = 0  # the block the child is running
+        started = time.monotonic()
+        while True:
+            wait = None if not self.timeout else max(0.0, started + self.timeout - time.monotonic())
+            if not self._connection.poll(wait):
+                self.close()
+                raise ExampleError(
+                    f"{shown_as}:{blocks[running].start + 1}: the gradexport block on this line ran longer than "
+                    f"{self.timeout:g} s and was stopped (plugin option timeout; 0 turns the limit off)"
+                )
+            try:
+                kind, payload = self._connection.recv()
+            except EOFError:
+                self._child.join()
+                status = self._child.exitcode
+                self.close()
+                raise ExampleError(
+                    f"{shown_as}:{blocks[running].start + 1}: the gradexport block on this line ended the process "
+                    f"that runs the examples (exit status {status}; os._exit(), a crash or a signal) before it "
+                    "finished; a block must return normally"
+                ) from None
+            if kind == "block":
+                running, started = payload, time.monotonic()
+            elif kind == "error":
+                raise ExampleError(payload)
+            else:
+                return payload
+
+    def close(self) -> None:
+        """End the child process, if there is one."""
+        if self._child is not None:
+            self._connection.close()
+            self._child.kill()
+            self._child.join()
+            self._child = self._connection = None
+
+    def __enter__(self) -> BlockRunner:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+
+def _serve_pages(connection: Any) -> None:
+    """The forked child: run each page sent, send back its results, and leave without tearing anything down."""
+    stack = importlib.import_module("gradexport").run_with_large_stack
+    try:
+        while True:
+            try:
+                blocks, path, shown_as, folder, max_output = connection.recv()
+            except EOFError:
+                break
+            try:
+                os.chdir(folder)
+                results = stack(
+                    run_blocks, blocks, path, shown_as, max_output=max_output, on_block=lambda i: connection.send(("block", i))
+                )
+                connection.send(("done", results))
+            except ExampleError as error:
+                connection.send(("error", str(error)))
+            except BaseException as error:  # noqa: BLE001 - everything is reported to the build
+                trace = "".join(traceback.format_exception(error))
+                connection.send(("error", f"{shown_as}: running the gradexport blocks failed:\n{trace}"))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter teardown: freeing a deep graph there could overflow the stack.
+        os._exit(0)
 
 
 # Python's default reprs (``<SumBackward0 object at 0x7f…>``) change on every
@@ -335,12 +604,18 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
         self._pending: dict[str, dict[str, str]] = {}
         self._tabbed = False
         self._titled_fences = False
+        self._runner = BlockRunner(isolate=False)
 
     def on_startup(self, *, command: Literal["build", "gh-deploy", "serve"], dirty: bool) -> None:
         """Mark the plugin persistent across ``mkdocs serve`` rebuilds."""
 
     def on_config(self, config: Any) -> Any:
         _check_formats(self.config.formats, "plugins.gradexport.formats")
+        for name in ("timeout", "max_output"):
+            if self.config[name] < 0:
+                raise PluginError(f"plugins.gradexport.{name}: give a number >= 0 (0 turns it off), got {self.config[name]}")
+        if self.config.isolate and not hasattr(os, "fork"):
+            raise PluginError("plugins.gradexport.isolate: this system cannot fork a child process; set isolate: false")
         self._tabbed = "pymdownx.tabbed" in config.markdown_extensions
         self._titled_fences = "pymdownx.superfences" in config.markdown_extensions
         fingerprint = library_fingerprint()
@@ -349,6 +624,9 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
             _forget_library()
             self._cache.clear()
         self._fingerprint = fingerprint
+        # A new child per build: it has the library as this build imported it.
+        self._runner.close()
+        self._runner = BlockRunner(timeout=self.config.timeout, max_output=self.config.max_output, isolate=self.config.isolate)
         if self.config.mermaid_js:
             source = self._mermaid_source(config)
             if not source.is_file():
@@ -395,13 +673,24 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
     def _results(self, blocks: list[Block], page: Any) -> list[BlockResult]:
         gradexport = importlib.import_module("gradexport")
         version = getattr(gradexport, "__version__", None)
-        key = (page.file.src_uri, tuple((block.code, block.options) for block in blocks), version, self._fingerprint)
+        key = (
+            page.file.src_uri,
+            tuple((block.code, block.options) for block in blocks),
+            version,
+            self._fingerprint,
+            self.config.max_output,
+        )
         if key not in self._cache:
             path = str(Path(page.file.abs_src_path).resolve()) if page.file.abs_src_path else page.file.src_uri
             try:
-                self._cache[key] = gradexport.run_with_large_stack(run_blocks, blocks, path, page.file.src_uri)
+                results = self._runner.run(blocks, path, page.file.src_uri)
             except ExampleError as error:
                 raise PluginError(str(error)) from None
+            for block, result in zip(blocks, results, strict=True):
+                for warning in result.warnings:
+                    # A MkDocs warning, so that `mkdocs build --strict` stops on an example that warns.
+                    log.warning(f"{page.file.src_uri}:{block.start + 1}: the gradexport block on this line warned: {warning}")
+            self._cache[key] = results
         return self._cache[key]
 
     def _markdown_for(self, block: Block, result: BlockResult, placeholders: dict[str, str]) -> list[str]:
@@ -422,6 +711,12 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
                 parts.append("\n\n".join(f'=== "{FORMATS[name]}"\n\n    {token}' for name, token in tokens))
         text = "\n\n".join(parts)
         return [f"{block.indent}{line}" if line else "" for line in f"\n{text}\n".split("\n")]
+
+    def on_post_build(self, *, config: Any) -> None:
+        self._runner.close()
+
+    def on_build_error(self, *, error: Exception) -> None:
+        self._runner.close()
 
     def on_page_content(self, html_text: str, *, page: Any, config: Any, files: Files) -> str:
         placeholders = self._pending.pop(page.file.src_uri, {})

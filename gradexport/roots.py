@@ -7,6 +7,12 @@ model outputs) are flattened depth-first, in their own order, and every root
 gets a stable name from its position: ``"output"`` for a lone root, the index
 or key for collection items, joined by ``.`` when nested (``"hidden.0"``).
 
+Names must be distinct: when two roots would get the same name (keys ``1``
+and ``"1"``, or ``{"a.b": y, "a": {"b": z}}``), :func:`collect_roots` refuses
+them with a :class:`RootError` naming both places, rather than inventing a
+name the caller would not recognise. A collection that contains itself
+(``l = [y]; l.append(l)``) is refused too.
+
 Example:
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -76,17 +82,29 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
         [('0', 0), ('1', 1)]
     """
     found: list[Root] = []
-    # An explicit stack rather than recursion keeps arbitrarily nested outputs safe.
-    pending: list[tuple[str, Any]] = [("output", roots)]
+    places: dict[str, str] = {}  # root name -> where it came from, as Python subscripts
+    open_collections: set[int] = set()  # id()s of the collections being flattened, to detect a cycle
+    # An explicit stack rather than recursion keeps arbitrarily nested outputs safe;
+    # a None entry closes the collection whose id() it carries.
+    pending: list[tuple[str, str, Any] | tuple[None, None, int]] = [("output", "", roots)]
     while pending:
-        path, value = pending.pop()
+        path, place, value = pending.pop()
+        if path is None:
+            open_collections.discard(value)
+            continue
         if isinstance(value, (torch.Tensor, Node, GradientEdge)):
+            if path in places:
+                raise RootError(
+                    f"{caller}: two roots are both named {path!r} (roots{places[path]} and roots{place}); "
+                    "root names are the keys joined by '.': rename a key so that every root has its own name"
+                )
+            places[path] = place
             found.append(_root_of(path, value, caller))
             continue
         if isinstance(value, Mapping):
-            items = [(str(key), item) for key, item in value.items()]
+            items = [(key, item) for key, item in value.items()]
         elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-            items = [(str(index), item) for index, item in enumerate(value)]
+            items = list(enumerate(value))
         else:
             raise RootError(
                 f"{caller}: root {path!r} is a {type(value).__name__}, not a tensor, grad_fn Node "
@@ -97,8 +115,15 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
                 f"{caller}: root {path!r} is an empty {type(value).__name__}; "
                 "pass at least one tensor that requires grad"
             )
+        if id(value) in open_collections:
+            raise RootError(
+                f"{caller}: root {path!r} (roots{place}) is a {type(value).__name__} that contains itself; "
+                "pass a collection without cycles"
+            )
+        open_collections.add(id(value))
+        pending.append((None, None, id(value)))
         prefix = "" if path == "output" else path + "."
-        pending.extend((prefix + name, item) for name, item in reversed(items))
+        pending.extend((prefix + str(key), f"{place}[{key!r}]", item) for key, item in reversed(items))
     return found
 
 

@@ -18,7 +18,7 @@ Example:
 
 from .dot import generate_dot, to_dot, to_pydot, write_dot
 from .files import OutputError, StagedFiles, atomic_open
-from .json import from_json, generate_json, read_json, to_json, write_json
+from .json import GraphFormatError, from_json, generate_json, read_json, to_json, write_json
 from ..options import DIRECTIONS, DiagramOptions
 from .mermaid import MermaidSizeWarning, generate_mermaid, to_mermaid, write_mermaid
 from .svg import (
@@ -33,6 +33,7 @@ from .svg import (
 __all__ = [
     "DIRECTIONS",
     "DiagramOptions",
+    "GraphFormatError",
     "GraphvizNotFoundError",
     "MermaidSizeWarning",
     "OutputError",

@@ -1,10 +1,36 @@
 """Atomic file output: a reader never sees a half-written diagram.
 
-Each file is written to a temporary file in its own folder and moved over the
-target with :func:`os.replace` (atomic on POSIX and Windows) once complete.
-:class:`StagedFiles` stages several files and publishes them only when all
-were written, so a failed render (say, Graphviz missing for the SVG) leaves
-every old file as it was and no temporary file behind.
+What is guaranteed (POSIX; the same steps run on Windows):
+
+* **No partial file under a final name.** Each file is written to a
+  temporary file in its own folder and moved over its target with
+  :func:`os.replace` (atomic) only once complete. A crash, an exception or
+  SIGKILL at any moment leaves every target either old and complete or new
+  and complete.
+* **All or nothing for a set of files.** :class:`StagedFiles` publishes its
+  files only when every one was written; if one cannot be written, or
+  replacing one fails (say a folder now stands at its path), the files
+  already replaced get their old content back (kept aside as hard links, or
+  copies where the file system has none) and new ones are removed, so every
+  target is as it was before and :class:`OutputError` names the path. The
+  only gap: a process *killed* during the publish step itself (a few
+  renames, after all the content was written) can leave some targets new
+  and some old, each complete.
+* **No litter.** Temporary files are removed on every failure. Those of a
+  killed process, named ``.<target>.gradexport-<pid>-<random>.tmp``, are
+  removed by the next write into the same folder once their owner process
+  has ended (checked with ``kill(pid, 0)``; on Windows, where that check is
+  not available, once they are a day old). Nothing else in the folder is
+  touched. A temporary of a writer on another machine sharing the folder
+  can look stale; removing it makes that writer fail with
+  :class:`OutputError`, never publish a partial file.
+* **Racing writers.** Two processes writing the same targets at once each
+  publish complete files; which one's file is left at each path is not
+  defined (it can differ from path to path).
+* **Modes.** A replaced file keeps its mode; a new file gets ``0o666``
+  less the process umask, as :func:`open` would give it.
+* **Clear errors.** Every file-system failure (no permission, a folder in
+  the way, a name too long) is an :class:`OutputError` naming the path.
 
 Example:
     >>> import pathlib, tempfile
@@ -18,31 +44,127 @@ Example:
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-__all__ = ["OutputError", "StagedFiles", "atomic_open"]
+__all__ = ["OutputError", "StagedFiles", "atomic_open", "remove_stale_temporaries"]
 
-_NEW_FILE_MODE = 0o644
+#: The name of every temporary (and kept-aside old) file this module creates.
+TEMPORARY_NAME = re.compile(r"^\..*\.gradexport-(?P<pid>\d+)-[a-z0-9_]+\.tmp$")
+#: Where the owner's liveness cannot be checked, a temporary this old (seconds) is stale.
+_STALE_AGE = 24 * 3600
+# Only so much of the target's name goes into a temporary's, so that a target
+# name near the file-name limit still gets a temporary.
+_NAME_PART = 64
+#: Whether ``kill(pid, 0)`` tells if a process runs (on Windows it would end it).
+_CAN_PROBE_PIDS = os.name != "nt"
 
 
 class OutputError(OSError):
     """A diagram file or its folder cannot be written (the message names the path and why)."""
 
 
+def _umask() -> int:
+    try:  # Linux 4.7+: read it without changing it (os.umask alone would, for every thread)
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _owner_ended(pid: int) -> bool:
+    if not _CAN_PROBE_PIDS:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, owned by another user
+        return False
+    return False
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries a killed writer left in ``folder``; return what was removed.
+
+    Only files named as this module names its temporaries are considered, and
+    only those whose owner process has ended (see the module docstring).
+    :class:`StagedFiles` calls it for every folder it writes into; errors
+    (a file removed meanwhile, no permission) are ignored.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (folder / ".graph.dot.gradexport-999999999-abc.tmp").write_text("left by a killed write")
+        >>> _ = (folder / ".graph.dot.tmp").write_text("not ours")
+        >>> [path.name for path in remove_stale_temporaries(folder)]
+        ['.graph.dot.gradexport-999999999-abc.tmp']
+        >>> sorted(path.name for path in folder.iterdir())
+        ['.graph.dot.tmp']
+    """
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = TEMPORARY_NAME.match(entry.name)
+        if match is None or int(match["pid"]) == os.getpid():
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if _owner_ended(int(match["pid"])) or now - entry.stat(follow_symlinks=False).st_mtime > _STALE_AGE:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+def _error(action: str, path: Path, error: OSError) -> OutputError:
+    return OutputError(f"cannot {action} {str(path)!r}: {error.strerror or error}")
+
+
 class StagedFiles:
     """Open files that appear at their paths only when the ``with`` block succeeds.
 
-    On an exception inside the block, every temporary file is removed and
-    every target keeps its old content.
+    On an exception inside the block, or a failure while publishing, every
+    temporary file is removed and every target keeps its old content (see the
+    module docstring for the exact guarantee).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> (folder / "a.txt").write_text("old a")
+        5
+        >>> try:
+        ...     with StagedFiles() as staged:
+        ...         _ = staged.open(folder / "a.txt").write("new a")
+        ...         _ = staged.open(folder / "b.txt").write("new b")
+        ...         raise RuntimeError("the second writer failed")
+        ... except RuntimeError:
+        ...     pass
+        >>> (folder / "a.txt").read_text(), (folder / "b.txt").exists()
+        ('old a', False)
     """
 
     def __init__(self) -> None:
         self._staged: list[tuple[IO[Any], str, Path]] = []
+        self._cleaned: set[Path] = set()
 
     def open(self, path: str | os.PathLike[str], *, binary: bool = False) -> IO[Any]:
         """A new temporary file that will replace ``path``; text files are UTF-8 with ``\\n`` newlines."""
@@ -51,19 +173,31 @@ class StagedFiles:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise OutputError(f"cannot create folder {str(folder)!r}: {error.strerror or error}") from error
-        if target.is_dir():
-            raise OutputError(f"cannot write {str(target)!r}: it is a folder")
+            raise _error("create folder", folder, error) from error
         try:
-            descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+            is_folder = target.is_dir()
+        except OSError as error:  # a name too long, say: Path.is_dir lets that through
+            raise _error("write", target, error) from error
+        if is_folder:
+            raise OutputError(f"cannot write {str(target)!r}: it is a folder")
+        if folder not in self._cleaned:
+            self._cleaned.add(folder)
+            remove_stale_temporaries(folder)
+        try:
+            descriptor, temporary = self._temporary(target)
         except OSError as error:
-            raise OutputError(f"cannot write in folder {str(folder)!r}: {error.strerror or error}") from error
+            raise _error("write in folder", folder, error) from error
         if binary:
             file: IO[Any] = os.fdopen(descriptor, "wb")
         else:
             file = os.fdopen(descriptor, "w", encoding="utf-8", newline="\n")
         self._staged.append((file, temporary, target))
         return file
+
+    @staticmethod
+    def _temporary(target: Path) -> tuple[int, str]:
+        prefix = f".{target.name[:_NAME_PART]}.gradexport-{os.getpid()}-"
+        return tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
 
     def __enter__(self) -> StagedFiles:
         return self
@@ -83,13 +217,54 @@ class StagedFiles:
             self._staged.clear()
 
     def _publish(self) -> None:
-        for _, temporary, target in self._staged:
-            try:
-                mode = target.stat().st_mode & 0o7777 if target.exists() else _NEW_FILE_MODE
-                os.chmod(temporary, mode)  # mkstemp creates 0600; keep the old file's mode
-                os.replace(temporary, target)
-            except OSError as error:
-                raise OutputError(f"cannot write {str(target)!r}: {error.strerror or error}") from error
+        new_mode = 0o666 & ~_umask()
+        # (target, its old content kept aside or None when it is new), for each target replaced so far
+        replaced: list[tuple[Path, str | None]] = []
+        try:
+            for _, temporary, target in self._staged:
+                try:
+                    mode = target.stat().st_mode & 0o7777 if target.exists() else new_mode
+                    os.chmod(temporary, mode)  # mkstemp creates 0600
+                    kept = self._keep_aside(target)
+                    try:
+                        os.replace(temporary, target)
+                    except BaseException:
+                        if kept is not None:
+                            with suppress(OSError):
+                                os.unlink(kept)
+                        raise
+                    replaced.append((target, kept))
+                except OSError as error:
+                    raise _error("write", target, error) from error
+        except BaseException:
+            self._restore(replaced)
+            raise
+        for _, kept in replaced:
+            if kept is not None:
+                with suppress(OSError):
+                    os.unlink(kept)
+
+    def _keep_aside(self, target: Path) -> str | None:
+        """A second name for the old ``target`` (or a copy of it), so that it can be put back."""
+        if not os.path.lexists(target):
+            return None
+        descriptor, kept = self._temporary(target)
+        os.close(descriptor)
+        os.unlink(kept)
+        try:
+            os.link(target, kept, follow_symlinks=False)
+        except OSError:  # no hard links here (FAT, some network file systems)
+            shutil.copy2(target, kept, follow_symlinks=False)
+        return kept
+
+    @staticmethod
+    def _restore(replaced: list[tuple[Path, str | None]]) -> None:
+        for target, kept in reversed(replaced):
+            with suppress(OSError):
+                if kept is None:
+                    os.unlink(target)
+                else:
+                    os.replace(kept, target)
 
 
 @contextmanager

@@ -9,6 +9,14 @@ ASCII (other characters as ``\\u`` escapes), so a name with any character,
 even a lone surrogate, survives a file. Non-finite floats (a NaN gradient
 norm) are written as ``NaN``/``Infinity``, as Python's :mod:`json` reads them.
 
+:func:`from_json` checks what it reads against that schema and raises
+:class:`GraphFormatError`, naming the path to the first field that does not
+fit (``nodes[3].module: expected str or null, got int``), for anything else:
+a document that is not an object, ids that are not strings or repeat,
+edges to unknown ids, repeated edge keys, a root naming an unknown node, and
+documented attributes of the wrong type. Attributes the schema does not
+name are kept as they are, so a user's own annotations survive a round trip.
+
 Example:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph(roots=[{"name": "loss", "node": "n0", "input_nr": 0}])
@@ -34,9 +42,9 @@ from typing import IO, Any
 import networkx as nx
 
 from .files import atomic_open
-from .source import GraphSource, Source
+from .source import KINDS, SPECIAL_KINDS, GraphSource, Source
 
-__all__ = ["from_json", "generate_json", "read_json", "to_json", "write_json"]
+__all__ = ["GraphFormatError", "from_json", "generate_json", "read_json", "to_json", "write_json"]
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
@@ -108,13 +116,230 @@ def write_json(graph: GraphSource, path: str | os.PathLike[str] | IO[str]) -> No
         file.writelines(generate_json(graph))
 
 
+class GraphFormatError(ValueError):
+    """A JSON document is not a graph of :mod:`gradexport.graph`; the message gives the path to the bad field."""
+
+
 def from_json(text: str | bytes) -> nx.MultiDiGraph:
-    """The graph that :func:`to_json` wrote: same nodes, edges with keys, and attributes."""
-    data = json.loads(text)
-    graph = nx.node_link_graph(data, directed=True, multigraph=True, edges="edges")
-    if not isinstance(graph, nx.MultiDiGraph):
-        raise ValueError("gradexport JSON describes a directed multigraph; this document does not")
+    """The graph that :func:`to_json` wrote: same nodes, edges with keys, and attributes.
+
+    Raises:
+        GraphFormatError: when ``text`` is not JSON or does not fit the schema
+            of :mod:`gradexport.graph`; the message names the field.
+
+    Example:
+        >>> node = '{"id": "n0", "kind": "leaf", "module": 5}'
+        >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [' + node + '], "edges": []}')
+        Traceback (most recent call last):
+        ...
+        gradexport.formats.json.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+        raise GraphFormatError(f"not a gradexport graph: not JSON: {error}") from None
+    try:
+        return _graph_of(data)
+    except _Misfit as misfit:
+        raise GraphFormatError(f"not a gradexport graph: {misfit.path}: {misfit.problem}") from None
+
+
+def _graph_of(data: Any) -> nx.MultiDiGraph:
+    _check(data, dict, "")
+    for name in ("directed", "multigraph"):
+        if data.get(name) is not True:
+            raise _Misfit(name, f"expected true (gradexport JSON describes a directed multigraph), got {_show(data.get(name))}")
+    unknown = sorted(set(data) - {"directed", "multigraph", "graph", "nodes", "edges"})
+    if unknown:
+        raise _Misfit(unknown[0], "unknown key; a gradexport graph has directed, multigraph, graph, nodes and edges")
+    for name in ("graph", "nodes", "edges"):
+        if name not in data:
+            raise _Misfit(name, "missing")
+    graph = nx.MultiDiGraph()
+    _check(data["nodes"], list, "nodes")
+    for index, record in enumerate(data["nodes"]):
+        path = f"nodes[{index}]"
+        _check(record, dict, path)
+        node = record.get("id")
+        _check(node, str, f"{path}.id")
+        if node in graph:
+            raise _Misfit(f"{path}.id", f"the id {node!r} is already the id of another node")
+        if "kind" not in record:
+            raise _Misfit(f"{path}.kind", "missing")
+        attributes = {name: value for name, value in record.items() if name != "id"}
+        _check_fields(attributes, _NODE_FIELDS, path)
+        graph.add_node(node, **attributes)
+    _check(data["edges"], list, "edges")
+    for index, record in enumerate(data["edges"]):
+        path = f"edges[{index}]"
+        _check(record, dict, path)
+        ends = []
+        for end in ("source", "target"):
+            _check(record.get(end), str, f"{path}.{end}")
+            if record[end] not in graph:
+                raise _Misfit(f"{path}.{end}", f"{record[end]!r} is not the id of a node")
+            ends.append(record[end])
+        key = record.get("key")
+        _check(key, _Index, f"{path}.key")
+        if graph.has_edge(*ends, key):
+            raise _Misfit(f"{path}.key", f"{ends[0]!r} -> {ends[1]!r} already has an edge with key {key}")
+        attributes = {name: value for name, value in record.items() if name not in ("source", "target", "key")}
+        _check_fields(attributes, _EDGE_FIELDS, path)
+        graph.add_edge(*ends, key=key, **attributes)
+    _check(data["graph"], dict, "graph")
+    _check_fields(data["graph"], _GRAPH_FIELDS, "graph")
+    for index, root in enumerate(data["graph"].get("roots", ())):
+        if root["node"] not in graph:
+            raise _Misfit(f"graph.roots[{index}].node", f"{root['node']!r} is not the id of a node")
+    graph.graph.update(data["graph"])
     return graph
+
+
+class _Misfit(Exception):
+    def __init__(self, path: str, problem: str):
+        super().__init__(path, problem)
+        self.path, self.problem = path, problem
+
+
+# A type in the schema: a Python type, a tuple of them (any of), a literal set of
+# strings, or _ListOf / _Record. JSON's own names appear in the messages.
+class _Index:
+    """An int >= 0 (a bool is not an int here)."""
+
+
+class _Number:
+    """An int or a float, NaN and infinities included."""
+
+
+class _Values:
+    """A number, or nested lists of numbers (a gradient's values)."""
+
+
+class _ListOf:
+    def __init__(self, item: Any):
+        self.item = item
+
+
+class _MapOf:
+    def __init__(self, value: Any):
+        self.value = value
+
+
+class _Record:
+    def __init__(self, fields: dict[str, Any], required: tuple[str, ...] = ()):
+        self.fields, self.required = fields, required
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    return {dict: "object", list: "list"}.get(type(value), type(value).__name__)
+
+
+def _name(spec: Any) -> str:
+    if isinstance(spec, tuple):
+        return " or ".join(_name(item) for item in spec)
+    if isinstance(spec, frozenset):
+        return "one of " + ", ".join(sorted(spec))
+    if isinstance(spec, _ListOf):
+        return f"a list of {_name(spec.item)}"
+    if isinstance(spec, _MapOf):
+        return f"an object of {_name(spec.value)}"
+    if isinstance(spec, _Record):
+        return "object"
+    return {type(None): "null", dict: "object", _Index: "int >= 0", _Number: "number", _Values: "number or list of numbers"}.get(
+        spec, getattr(spec, "__name__", str(spec))
+    )
+
+
+def _fits(value: Any, spec: Any) -> bool:
+    if isinstance(spec, tuple):
+        return any(_fits(value, item) for item in spec)
+    if isinstance(spec, frozenset):
+        return isinstance(value, str) and value in spec
+    if spec is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if spec is _Index:
+        return _fits(value, int) and value >= 0
+    if spec is _Number:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if spec is _Values:
+        return _fits(value, _Number) or (isinstance(value, list) and all(_fits(item, _Values) for item in value))
+    if spec is type(None):
+        return value is None
+    if isinstance(spec, (_ListOf, _MapOf, _Record)):
+        return isinstance(value, list if isinstance(spec, _ListOf) else dict)
+    return isinstance(value, spec)
+
+
+def _check(value: Any, spec: Any, path: str) -> None:
+    if not _fits(value, spec):
+        if isinstance(spec, frozenset) and isinstance(value, str):
+            raise _Misfit(path, f"expected {_name(spec)}, got {value!r}")
+        raise _Misfit(path or "the document", f"expected {_name(spec)}, got {_show(value)}")
+    if isinstance(spec, _ListOf):
+        for index, item in enumerate(value):
+            _check(item, spec.item, f"{path}[{index}]")
+    elif isinstance(spec, _MapOf):
+        for name, item in value.items():
+            _check(item, spec.value, f"{path}[{name!r}]")
+    elif isinstance(spec, _Record):
+        for name in spec.required:
+            if name not in value:
+                raise _Misfit(f"{path}.{name}", "missing")
+        _check_fields(value, spec.fields, path)
+
+
+def _check_fields(record: dict[str, Any], fields: dict[str, Any], path: str) -> None:
+    for name, value in record.items():
+        spec = fields.get(name)
+        if spec is not None:
+            _check(value, spec, f"{path}.{name}")
+
+
+_SHAPE = _ListOf(_Index)
+_GRADIENT = _Record(
+    {"shape": _SHAPE, "dtype": str, "norm": _Number, "min": (_Number, type(None)), "max": (_Number, type(None)),
+     "has_nan": bool, "has_inf": bool, "values": _Values}
+)
+_TENSOR_FIELDS = {"shape": _SHAPE, "dtype": str, "device": str}
+#: The documented attributes (gradexport.graph, .flow, .simplify) and their JSON types.
+_NODE_FIELDS: dict[str, Any] = {
+    "kind": frozenset((*KINDS, "module")),
+    **_TENSOR_FIELDS,
+    "root": str,
+    "op": str,
+    "torch_name": str,
+    "sequence_nr": int,
+    "num_next": _Index,
+    "none_slots": _ListOf(_Index),
+    "special": frozenset(SPECIAL_KINDS),
+    "saved": dict,
+    "module": (str, type(None)),
+    "names": _ListOf(str),
+    "num_nodes": _Index,
+    "num_edges": _Index,
+    "ops": _MapOf(_Index),
+    "hidden_leaves": _Index,
+}
+_EDGE_FIELDS: dict[str, Any] = {
+    "next_index": _Index,
+    "input_nr": (_Index, type(None)),
+    **_TENSOR_FIELDS,
+    "grad": _GRADIENT,
+    "count": _Index,
+    "via": _ListOf(str),
+}
+_GRAPH_FIELDS: dict[str, Any] = {
+    "torch_version": str,
+    "roots": _ListOf(_Record({"name": str, "node": str, "input_nr": (_Index, type(None))}, required=("name", "node"))),
+    "num_nodes": _Index,
+    "num_edges": _Index,
+    "num_none_slots": _Index,
+    "collapsed_depth": _Index,
+}
 
 
 def read_json(path: str | os.PathLike[str]) -> nx.MultiDiGraph:

@@ -38,7 +38,20 @@ from typing import Any, Protocol, Union
 
 import networkx as nx
 
-__all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes", "is_model_id"]
+__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes", "is_model_id"]
+
+#: Values of the node attribute ``kind``.
+KINDS = ("root", "backward", "leaf", "none")
+
+#: Values of the node attribute ``special``, for nodes a reader should notice.
+SPECIAL_KINDS = {
+    "copy_slices": "in-place operation on a view (CopySlices)",
+    "custom_function": "backward of a custom torch.autograd.Function",
+    "checkpoint": "reentrant activation checkpoint: opaque, the parameters used inside are not in the graph",
+    "compiled": "torch.compile region: one opaque node for the whole region",
+    "backward_hook": "module backward hook (register_full_backward_hook)",
+    "error": "a node that raises when backward reaches it",
+}
 
 #: One node: its id, its attribute dict and its out-edges ``{target: {key: attributes}}``.
 Adjacency = tuple[Hashable, dict[str, Any], dict[Hashable, dict[Any, dict[str, Any]]]]
