@@ -26,8 +26,9 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   :func:`saved_is_hook_packed`) and the text of the errors that reading them
   raises (:func:`saved_read_failure`).
 * ``torch.utils._pytree.tree_leaves`` (:func:`tensor_leaves`).
-* the engine's capture of a ``GradientEdge`` input runs the node's tensor
-  hooks first (:func:`run_tensor_hooks`).
+* ``torch.autograd.graph._engine_run_backward`` (what :func:`torch.autograd.grad`
+  calls), and the engine's capture of a ``GradientEdge`` input, which runs the
+  node's tensor hooks first (:func:`run_tensor_hooks`).
 
 Example:
     >>> import torch
@@ -44,7 +45,7 @@ from functools import cache
 from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
-from torch.autograd.graph import GradientEdge, Node
+from torch.autograd.graph import GradientEdge, Node, _engine_run_backward
 from torch.utils import _pytree
 
 __all__ = [
@@ -266,9 +267,17 @@ def run_tensor_hooks(node: Node, grads: Sequence[torch.Tensor | None]) -> tuple[
     slots = [slot for slot, grad in enumerate(grads) if grad is not None]
     if not slots:
         return tuple(grads)
-    edges = [GradientEdge(node, slot) for slot in slots]
-    captured = torch.autograd.grad(
-        edges, edges, grad_outputs=[grads[slot] for slot in slots], retain_graph=True, allow_unused=True
+    edges = tuple(GradientEdge(node, slot) for slot in slots)
+    # What torch.autograd.grad(edges, edges, grads, retain_graph=True) runs, minus its argument
+    # checks and _make_grads (the gradients already fit their slots): half the cost per node.
+    captured = _engine_run_backward(
+        edges,
+        tuple(grads[slot] for slot in slots),
+        True,  # keep_graph
+        False,  # create_graph
+        edges,  # inputs: capture what reaches these slots
+        True,  # allow_unreachable
+        False,  # accumulate_grad
     )
     result = list(grads)
     for slot, grad in zip(slots, captured, strict=True):

@@ -27,18 +27,20 @@ naming the node instead of returning different gradients: hooks (checked
 before any node runs), ``Error`` nodes (also checked first), freed or stale
 saved tensors and ops without a derivative (when the node fails).
 
-Hooks are found where Python can see them: node hooks (``register_hook``,
-``register_prehook``, and so module backward hooks) on every node, and
-``Tensor.register_hook`` hooks of the root and leaf tensors. A hook that
-``Tensor.register_hook`` put on an intermediate tensor lives in C++ on that
-tensor's ``grad_fn`` and cannot be listed from Python: replay does not run it.
-Use :func:`gradexport.record_gradients`, which runs the real backward, for
-graphs with such hooks.
+Hooks that Python can see are refused before anything runs: node hooks
+(``register_hook``, ``register_prehook``, and so module backward hooks) on
+every node, and ``Tensor.register_hook`` hooks of the root and leaf tensors.
+A hook that ``Tensor.register_hook`` put on an intermediate tensor (and
+``retain_grad``) lives in C++ on that tensor's ``grad_fn`` and cannot be
+listed from Python, so replay has the engine run it: before calling a node,
+it hands the node's gradients to the engine's own tensor-hook step (see
+:func:`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
+as ``backward()`` does, in the same order, and sets ``.grad`` of retained
+tensors. A step's ``inputs`` are what the node was called with, after them.
 
 Other differences, none of which changes a gradient: the replay does not free
-the graph's saved tensors (it can run again), never sets ``.grad`` on non-leaf
-tensors (``retain_grad``; the steps hold those gradients), and always gives a
-custom Function zeros for gradients that did not arrive (torch does unless the
+the graph's saved tensors (it can run again), and always gives a custom
+Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
 Example (the blog's first example):
@@ -210,6 +212,10 @@ def _run_step(
     deliver: Callable[[str, int, torch.Tensor], None],
 ) -> ReplayStep:
     inputs = tuple(received) if received is not None else (None,) * num_inputs(node)
+    try:
+        inputs = run_tensor_hooks(node, inputs)
+    except Exception as error:  # the user's hook, re-raised naming the node
+        raise ReplayError(node_id, op, f"a tensor hook on its input failed: {type(error).__name__}: {error}") from error
     try:
         if isinstance(node, torch.autograd.function.BackwardCFunction):
             returned = _apply_python_node(node_id, node, op, inputs)

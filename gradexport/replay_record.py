@@ -47,7 +47,8 @@ class ReplayStep:
         node: Graph id of the node.
         op: The node's type name (``type(node).__name__``).
         inputs: The gradient that reached each input slot (the sum of all
-            arrivals), ``None`` where nothing arrived.
+            arrivals, then the slot's tensor hooks applied: what the node was
+            called with), ``None`` where nothing arrived.
         outputs: What flowed along each ``next_functions`` position, after the
             reduction to the receiving slot's shape and dtype; ``None`` for a
             ``(None, 0)`` position or where the node returned nothing.
