@@ -97,6 +97,19 @@ def _retained_intermediate() -> tuple[torch.Tensor, list[torch.Tensor], list[tor
     return root, [x, hidden], []
 
 
+def _post_accumulate_grad_hook() -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    # Run by AccumulateGrad itself, so a direct call runs it too.
+    x = torch.randn(3, requires_grad=True)
+    calls: list[torch.Tensor] = []
+
+    def hook(leaf: torch.Tensor) -> None:
+        calls.append(leaf.grad.clone())
+        leaf.grad.mul_(2)
+
+    x.register_post_accumulate_grad_hook(hook)
+    return (x * 3).sum(), [x], calls
+
+
 BUILDS: dict[str, Build] = {
     build.__name__.lstrip("_"): build
     for build in (
@@ -109,6 +122,7 @@ BUILDS: dict[str, Build] = {
         _hook_on_an_unused_output,
         _module_forward_hook_registers_tensor_hooks,
         _retained_intermediate,
+        _post_accumulate_grad_hook,
     )
 }
 
