@@ -37,6 +37,8 @@ it hands the node's gradients to the engine's own tensor-hook step (see
 :func:`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
 as ``backward()`` does, in the same order, and sets ``.grad`` of retained
 tensors. A step's ``inputs`` are what the node was called with, after them.
+``register_post_accumulate_grad_hook`` hooks run inside ``AccumulateGrad``,
+so calling it runs them too.
 
 Other differences, none of which changes a gradient: the replay does not free
 the graph's saved tensors (it can run again), and always gives a custom
