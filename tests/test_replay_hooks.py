@@ -176,3 +176,12 @@ def test_a_failing_tensor_hook_names_the_node() -> None:
     hidden.register_hook(broken)
     with pytest.raises(gradexport.ReplayError, match=r"\(MulBackward0\).*tensor hook.*hook failed on purpose"):
         gradexport.replay((hidden * 1).sum())
+
+
+def test_the_hook_step_benchmark_runs() -> None:
+    from benchmarks.replay_hooks import measure
+
+    figures = measure(length=20, repeats=1)
+    assert set(figures) == {"replay", "replay without the hook step", "hook step alone"}
+    assert all(value > 0 for value in figures.values())
+    assert gradexport.backward_replay.run_tensor_hooks is gradexport._torch.run_tensor_hooks  # put back
