@@ -27,7 +27,7 @@ from .roots import Root
 
 __all__ = ["GradOutputs", "Start", "start_gradients"]
 
-#: What :func:`replay` and :func:`gradexport.record_gradients` accept as ``grad_outputs``.
+#: What :func:`gradexport.replay` and :func:`gradexport.record_gradients` accept as ``grad_outputs``.
 GradOutputs = torch.Tensor | Sequence[Any] | Mapping[str, Any] | None
 
 
@@ -51,8 +51,9 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
     """Match ``grad_outputs`` to ``roots`` and build each start gradient as torch does.
 
     Missing gradients become ones for scalar roots; shapes and complex-ness are
-    checked by torch's own ``_make_grads`` (see :func:`gradexport._torch.make_grad`) (the code behind
-    :func:`torch.autograd.backward`), so the messages are torch's.
+    checked by torch's own ``_make_grads`` (the code behind
+    :func:`torch.autograd.backward`, see :func:`gradexport._torch.make_grad`),
+    so the messages are torch's.
 
     Example:
         >>> import torch
