@@ -65,7 +65,11 @@ class ReplayStep:
 
 @dataclass
 class Replay:
-    """The record of a :func:`replay`: the graph, every step in order, and the leaves' ``.grad``.
+    """The record of a :func:`gradexport.replay`: the graph, every step in order, and the leaves' ``.grad``.
+
+    ``repr()`` gives a one-line summary (step and root counts, first and last
+    step, the leaves), ``str()`` the full text of :meth:`to_text`; in Jupyter
+    it shows as an HTML table of its steps (the first 200) and the leaves' ``.grad``.
 
     Attributes:
         graph: The graph, exactly as :func:`gradexport.to_networkx` builds it
@@ -144,7 +148,6 @@ class Replay:
         return self.to_text()
 
     def __repr__(self) -> str:
-        """One line: how many steps and roots, the first and last step, and the leaves that got a gradient."""
         if self.steps:
             ends = [self.label(self.steps[0].node)]
             if len(self.steps) > 1:
