@@ -27,18 +27,22 @@ naming the node instead of returning different gradients: hooks (checked
 before any node runs), ``Error`` nodes (also checked first), freed or stale
 saved tensors and ops without a derivative (when the node fails).
 
-Hooks are found where Python can see them: node hooks (``register_hook``,
-``register_prehook``, and so module backward hooks) on every node, and
-``Tensor.register_hook`` hooks of the root and leaf tensors. A hook that
-``Tensor.register_hook`` put on an intermediate tensor lives in C++ on that
-tensor's ``grad_fn`` and cannot be listed from Python: replay does not run it.
-Use :func:`gradexport.record_gradients`, which runs the real backward, for
-graphs with such hooks.
+Hooks that Python can see are refused before anything runs: node hooks
+(``register_hook``, ``register_prehook``, and so module backward hooks) on
+every node, and ``Tensor.register_hook`` hooks of the root and leaf tensors.
+A hook that ``Tensor.register_hook`` put on an intermediate tensor (and
+``retain_grad``) lives in C++ on that tensor's ``grad_fn`` and cannot be
+listed from Python, so replay has the engine run it: before calling a node,
+it hands the node's gradients to the engine's own tensor-hook step (see
+:func:`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
+as ``backward()`` does, in the same order, and sets ``.grad`` of retained
+tensors. A step's ``inputs`` are what the node was called with, after them.
+``register_post_accumulate_grad_hook`` hooks run inside ``AccumulateGrad``,
+so calling it runs them too.
 
 Other differences, none of which changes a gradient: the replay does not free
-the graph's saved tensors (it can run again), never sets ``.grad`` on non-leaf
-tensors (``retain_grad``; the steps hold those gradients), and always gives a
-custom Function zeros for gradients that did not arrive (torch does unless the
+the graph's saved tensors (it can run again), and always gives a custom
+Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
 Example (the blog's first example):
@@ -57,23 +61,29 @@ Example (the blog's first example):
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import networkx as nx
 import torch
-from torch.autograd.graph import GradientEdge, Node
+from torch.autograd.graph import Node
 
+from ._torch import (
+    input_metadata,
+    node_hook_counts,
+    num_inputs,
+    run_tensor_hooks,
+    sequence_nr,
+    tensor_hook_count,
+)
+from .gradstats import gradient_summary
 from .graph import Params, trace
-from .roots import Root, Roots
-from .saved import tensor_meta
+from .replay_record import Replay, ReplayStart, ReplayStep
+from .roots import Roots
+from .starts import GradOutputs, Start, start_gradients
 
+# The record, the starts and the statistics live in their own modules; their names stay importable from here.
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]
-
-#: What :func:`replay` and :func:`gradexport.record_gradients` accept as ``grad_outputs``.
-GradOutputs = torch.Tensor | Sequence[Any] | Mapping[str, Any] | None
 
 _ERROR_OPS = frozenset({"Error", "NotImplemented"})
 
@@ -90,171 +100,6 @@ class ReplayError(RuntimeError):
         super().__init__(f"replay: node {node} ({op}): {reason}")
         self.node = node
         self.op = op
-
-
-@dataclass(frozen=True)
-class Start:
-    """A gradient that starts the backward pass: ``grad`` enters input slot ``input_nr`` of ``root.node``."""
-
-    root: Root
-    input_nr: int
-    grad: torch.Tensor
-
-    @property
-    def target(self) -> torch.Tensor | GradientEdge:
-        """What :func:`torch.autograd.backward` takes for this start: the root tensor, or its GradientEdge."""
-        if self.root.tensor is not None:
-            return self.root.tensor
-        return GradientEdge(self.root.node, self.input_nr)
-
-
-@dataclass(frozen=True)
-class ReplayStart:
-    """A root's starting gradient in a :class:`Replay`: ``grad`` entered slot ``input_nr`` of graph node ``node``."""
-
-    name: str
-    node: str
-    input_nr: int
-    grad: torch.Tensor
-
-
-@dataclass(frozen=True)
-class ReplayStep:
-    """One node call of a replay.
-
-    Attributes:
-        node: Graph id of the node.
-        op: The node's type name (``type(node).__name__``).
-        inputs: The gradient that reached each input slot (the sum of all
-            arrivals), ``None`` where nothing arrived.
-        outputs: What flowed along each ``next_functions`` position, after the
-            reduction to the receiving slot's shape and dtype; ``None`` for a
-            ``(None, 0)`` position or where the node returned nothing.
-        targets: For each ``next_functions`` position, ``(node id, input slot)``
-            that received it, or ``None`` for a ``(None, 0)`` position.
-    """
-
-    node: str
-    op: str
-    inputs: tuple[torch.Tensor | None, ...]
-    outputs: tuple[torch.Tensor | None, ...]
-    targets: tuple[tuple[str, int] | None, ...]
-
-
-@dataclass
-class Replay:
-    """The record of a :func:`replay`: the graph, every step in order, and the leaves' ``.grad``.
-
-    Attributes:
-        graph: The graph, exactly as :func:`gradexport.to_networkx` builds it
-            for the same roots (same node ids), plus the node attribute
-            ``exec_order`` (1, 2, ...): the position of the node's step.
-        steps: One :class:`ReplayStep` per backward and leaf node, in the
-            order they ran.
-        grads: Each leaf's ``.grad`` after the replay (a copy), keyed by the
-            leaf's names (every name of a tied parameter), or by its node id
-            when it has none.
-        starts: The gradient each root started with, in root order (a bare
-            Node root has one per input slot).
-    """
-
-    graph: nx.MultiDiGraph
-    starts: list[ReplayStart]
-    steps: list[ReplayStep]
-    grads: dict[str, torch.Tensor | None]
-
-    def step(self, node: str) -> ReplayStep:
-        """The step that ran the node with graph id ``node``."""
-        for step in self.steps:
-            if step.node == node:
-                return step
-        raise KeyError(f"no step for node {node!r}")
-
-    def label(self, node: str) -> str:
-        """``"n3 AccumulateGrad (x)"``: id, op and, for a named leaf, its names."""
-        data = self.graph.nodes[node]
-        names = data.get("names")
-        suffix = f" ({', '.join(names)})" if names else ""
-        return f"{node} {data.get('op', data['kind'])}{suffix}"
-
-    def to_text(self, *, precision: int = 4, max_values: int = 16) -> str:
-        """A readable account of the replay, one block per step.
-
-        A ``start`` line per root gradient; per step, the node (id, op, leaf
-        names), then ``in[k]`` (the gradient that reached input slot k) and
-        ``out[i] -> nJ[k]`` (what output position i sent to slot k of node
-        nJ; ``None`` where nothing flowed); last a ``grad`` line per leaf.
-        Each tensor shows dtype and shape, then its values when it has at
-        most ``max_values`` elements (one line per row of the last dimension
-        when it has several rows), else its norm, min and max.
-
-        Example:
-            >>> import torch, gradexport
-            >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
-            >>> print(gradexport.replay((x * 3).sum(), params={"x": x}).to_text(precision=1))
-            start output -> n1[0]  float32 []  1.0
-            step 1  n1 SumBackward0
-              in[0]            float32 []  1.0
-              out[0] -> n2[0]  float32 [2]  [1.0, 1.0]
-            step 2  n2 MulBackward0
-              in[0]            float32 [2]  [1.0, 1.0]
-              out[0] -> n3[0]  float32 [2]  [3.0, 3.0]
-              out[1]           None
-            step 3  n3 AccumulateGrad (x)
-              in[0]  float32 [2]  [3.0, 3.0]
-            grad x  float32 [2]  [3.0, 3.0]
-        """
-        lines: list[str] = []
-        for start in self.starts:
-            prefix = f"start {start.name} -> {start.node}[{start.input_nr}]"
-            lines += _tensor_lines(prefix, start.grad, precision, max_values, indent="")
-        for number, step in enumerate(self.steps, start=1):
-            lines.append(f"step {number}  {self.label(step.node)}")
-            width = max([len(_slot_label("out", i, t)) for i, t in enumerate(step.targets)] + [len("in[0]")])
-            for slot, grad in enumerate(step.inputs):
-                lines += _tensor_lines(f"  {f'in[{slot}]':<{width}}", grad, precision, max_values)
-            for position, (grad, target) in enumerate(zip(step.outputs, step.targets, strict=True)):
-                lines += _tensor_lines(f"  {_slot_label('out', position, target):<{width}}", grad, precision, max_values)
-        for name, grad in self.grads.items():
-            lines += _tensor_lines(f"grad {name}", grad, precision, max_values, indent="")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.to_text()
-
-    def to_dict(self, *, values_up_to: int = 16) -> dict[str, Any]:
-        """A JSON-friendly summary: every tensor as :func:`gradient_summary` describes it.
-
-        Keys: ``roots`` (the graph's root records), ``starts`` (list of
-        ``{"name", "node", "input_nr", "grad"}``), ``steps`` (list of ``{"node", "op", "inputs", "outputs"}``;
-        ``inputs`` a summary or ``None`` per slot; ``outputs`` per
-        ``next_functions`` position ``None`` or ``{"to": [node id, slot],
-        "grad": summary or None}``) and ``grads`` (leaf name to summary or ``None``).
-        """
-
-        def summary(tensor: torch.Tensor | None) -> dict[str, Any] | None:
-            return None if tensor is None else gradient_summary(tensor, values_up_to=values_up_to)
-
-        return {
-            "roots": [dict(record) for record in self.graph.graph["roots"]],
-            "starts": [
-                {"name": start.name, "node": start.node, "input_nr": start.input_nr, "grad": summary(start.grad)}
-                for start in self.starts
-            ],
-            "steps": [
-                {
-                    "node": step.node,
-                    "op": step.op,
-                    "inputs": [summary(grad) for grad in step.inputs],
-                    "outputs": [
-                        None if target is None else {"to": list(target), "grad": summary(grad)}
-                        for grad, target in zip(step.outputs, step.targets, strict=True)
-                    ],
-                }
-                for step in self.steps
-            ],
-            "grads": {name: summary(grad) for name, grad in self.grads.items()},
-        }
 
 
 def replay(
@@ -303,7 +148,7 @@ def replay(
     for node_id, node in nodes.items():
         _check_replayable(node_id, node, graph.nodes[node_id]["op"])
     for start in starts:
-        if start.root.tensor is not None and start.root.tensor._backward_hooks:
+        if start.root.tensor is not None and tensor_hook_count(start.root.tensor):
             node_id = result.ids[start.root.node]
             reason = _hook_message(f"root {start.root.name!r} has tensor hooks (Tensor.register_hook)")
             raise ReplayError(node_id, graph.nodes[node_id]["op"], reason)
@@ -311,7 +156,7 @@ def replay(
     buffers: dict[str, list[torch.Tensor | None]] = {}
 
     def deliver(node_id: str, slot: int, grad: torch.Tensor) -> None:
-        slots = buffers.setdefault(node_id, [None] * _num_inputs(nodes[node_id]))
+        slots = buffers.setdefault(node_id, [None] * num_inputs(nodes[node_id]))
         previous = slots[slot]
         slots[slot] = grad if previous is None else previous + grad
 
@@ -337,145 +182,16 @@ def _record_order(graph: nx.MultiDiGraph, steps: list[ReplayStep]) -> None:
         graph.nodes[step.node]["exec_order"] = position
 
 
-def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str) -> list[Start]:
-    """Match ``grad_outputs`` to ``roots`` and build each start gradient as torch does.
-
-    Missing gradients become ones for scalar roots; shapes and complex-ness are
-    checked by torch's own ``_make_grads`` (the code behind
-    :func:`torch.autograd.backward`), so the messages are torch's.
-
-    Example:
-        >>> import torch
-        >>> from gradexport.roots import collect_roots
-        >>> x = torch.ones(2, requires_grad=True)
-        >>> [s.grad for s in start_gradients(collect_roots((x * 2).sum()), None, caller="demo")]
-        [tensor(1.)]
-    """
-    per_root = _match_grad_outputs(roots, grad_outputs, caller)
-    starts: list[Start] = []
-    for root, given in zip(roots, per_root, strict=True):
-        if root.input_nr is not None:
-            slots: list[tuple[int, Any]] = [(root.input_nr, given)]
-        else:
-            slots = list(enumerate(_node_root_grads(root, given, caller)))
-        for slot, grad in slots:
-            target: torch.Tensor | GradientEdge = root.tensor if root.tensor is not None else GradientEdge(root.node, slot)
-            try:
-                (made,) = torch.autograd._make_grads((target,), (grad,), is_grads_batched=False)
-            except RuntimeError as error:
-                hint = "; pass grad_outputs for it" if grad is None else ""
-                raise RuntimeError(f"{caller}: root {root.name!r}: {error}{hint}") from error
-            starts.append(Start(root, slot, made))
-    return starts
-
-
-def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[str, Any]:
-    """Describe a gradient with JSON-friendly values.
-
-    Keys: ``shape`` (list), ``dtype`` (``"float32"``), ``norm`` (2-norm over
-    all elements), ``min``, ``max`` (``None`` for complex or empty tensors),
-    ``has_nan``, ``has_inf``, and ``values`` (nested lists; complex numbers as
-    ``[real, imag]`` pairs) when the tensor has at most ``values_up_to``
-    elements. ``norm``, ``min`` and ``max`` are Python floats and may be
-    ``nan`` or ``inf``.
-
-    Example:
-        >>> gradient_summary(torch.tensor([3.0, -4.0]))
-        {'shape': [2], 'dtype': 'float32', 'norm': 5.0, 'min': -4.0, 'max': 3.0, 'has_nan': False, 'has_inf': False, 'values': [3.0, -4.0]}
-    """
-    tensor = _plain(tensor)
-    real = not tensor.is_complex() and tensor.numel() > 0
-    summary: dict[str, Any] = {
-        "shape": list(tensor.shape),
-        "dtype": str(tensor.dtype).removeprefix("torch."),
-        "norm": float(torch.linalg.vector_norm(tensor, dtype=torch.complex128 if tensor.is_complex() else torch.float64)),
-        "min": float(tensor.min()) if real else None,
-        "max": float(tensor.max()) if real else None,
-        "has_nan": bool(torch.isnan(tensor).any()),
-        "has_inf": bool(torch.isinf(tensor).any()),
-    }
-    if tensor.numel() <= values_up_to:
-        summary["values"] = (torch.view_as_real(tensor) if tensor.is_complex() else tensor).tolist()
-    return summary
-
-
 # ---------------------------------------------------------------- internals
-
-
-def _plain(tensor: torch.Tensor) -> torch.Tensor:
-    """A dense tensor without lazy conjugate/negative bits, fit for reading values."""
-    tensor = tensor.detach().resolve_conj().resolve_neg()
-    return tensor.to_dense() if tensor.layout != torch.strided else tensor
-
-
-def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: str) -> list[Any]:
-    names = [root.name for root in roots]
-    if grad_outputs is None:
-        return [None] * len(roots)
-    if isinstance(grad_outputs, torch.Tensor):
-        if len(roots) != 1:
-            raise ValueError(
-                f"{caller}: grad_outputs is one tensor but there are {len(roots)} roots {names}; "
-                "pass a sequence in root order or a mapping by root name"
-            )
-        return [grad_outputs]
-    if isinstance(grad_outputs, Mapping):
-        unknown = sorted(set(map(str, grad_outputs)) - set(names))
-        if unknown:
-            raise ValueError(f"{caller}: grad_outputs names {unknown} are not roots; the roots are {names}")
-        by_name = {str(key): value for key, value in grad_outputs.items()}
-        return [by_name.get(name) for name in names]
-    if isinstance(grad_outputs, Sequence) and not isinstance(grad_outputs, (str, bytes)):
-        if len(grad_outputs) != len(roots):
-            raise ValueError(
-                f"{caller}: {len(grad_outputs)} grad_outputs for {len(roots)} roots {names}; "
-                "give one per root (None for ones)"
-            )
-        return list(grad_outputs)
-    raise TypeError(
-        f"{caller}: grad_outputs must be None, a tensor, a sequence or a mapping, not {type(grad_outputs).__name__}"
-    )
-
-
-def _node_root_grads(root: Root, given: Any, caller: str) -> list[Any]:
-    slots = _num_inputs(root.node)
-    if given is None:
-        return [None] * slots
-    if isinstance(given, torch.Tensor):
-        given = [given]
-    if not isinstance(given, Sequence) or len(given) != slots:
-        raise ValueError(
-            f"{caller}: root {root.name!r} is a {type(root.node).__name__} node with {slots} input slot(s); "
-            "give its grad_outputs entry as a sequence with one gradient (or None) per slot"
-        )
-    return list(given)
-
-
-def _num_inputs(node: Node) -> int:
-    return len(node._input_metadata)
-
 
 def _check_replayable(node_id: str, node: Node, op: str) -> None:
     if op in _ERROR_OPS:
         raise ReplayError(node_id, op, f"a {node.name()} node, which raises when backward reaches it (the engine fails too)")
-    for kind, register in (("post", node.register_hook), ("pre", node.register_prehook)):
-        # Node hooks live in C++ and cannot be listed, but registering a probe hands back
-        # a handle on the node's hook dict: any entry besides the probe is a user's hook.
-        # (Removing the probe leaves an empty dict on the node, as removing any hook does.)
-        handle = register(_probe_hook)
-        try:
-            hooks = handle.hooks_dict_ref()
-            count = 0 if hooks is None else len(hooks) - 1
-        finally:
-            handle.remove()
+    for kind, count in zip(("pre", "post"), node_hook_counts(node), strict=True):
         if count:
             raise ReplayError(node_id, op, _hook_message(f"{count} node {kind}-hook(s) registered on it"))
-    if op == "AccumulateGrad" and node.variable._backward_hooks:
+    if op == "AccumulateGrad" and tensor_hook_count(node.variable):
         raise ReplayError(node_id, op, _hook_message("its leaf tensor has hooks (Tensor.register_hook)"))
-
-
-def _probe_hook(*_: Any) -> None:
-    return None
 
 
 def _hook_message(what: str) -> str:
@@ -491,7 +207,7 @@ def _engine_order(graph: nx.MultiDiGraph, nodes: dict[str, Node]) -> list[str]:
     # number is 2**64 - 1), then the most recently created node.
     def priority(node_id: str) -> tuple[int, int, int]:
         node = nodes.get(node_id)
-        sequence = -1 if node is None else node._sequence_nr()
+        sequence = -1 if node is None else sequence_nr(node)
         return (node is not None, -sequence, int(node_id[1:]))
 
     return [node_id for node_id in nx.lexicographical_topological_sort(graph, key=priority) if node_id in nodes]
@@ -505,7 +221,11 @@ def _run_step(
     ids: dict[Node, str],
     deliver: Callable[[str, int, torch.Tensor], None],
 ) -> ReplayStep:
-    inputs = tuple(received) if received is not None else (None,) * _num_inputs(node)
+    inputs = tuple(received) if received is not None else (None,) * num_inputs(node)
+    try:
+        inputs = run_tensor_hooks(node, inputs)
+    except Exception as error:  # the user's hook, re-raised naming the node
+        raise ReplayError(node_id, op, f"a tensor hook on its input failed: {type(error).__name__}: {error}") from error
     try:
         if isinstance(node, torch.autograd.function.BackwardCFunction):
             returned = _apply_python_node(node_id, node, op, inputs)
@@ -532,7 +252,7 @@ def _run_step(
         target = ids[child]
         targets.append((target, slot))
         if grad is not None:
-            grad = _fit_to_slot(node_id, op, position, grad, child._input_metadata[slot])
+            grad = _fit_to_slot(node_id, op, position, grad, input_metadata(child)[slot])
             deliver(target, slot, grad)
         outputs.append(grad)
     return ReplayStep(node_id, op, inputs, tuple(outputs), tuple(targets))
@@ -546,7 +266,7 @@ def _apply_python_node(
     # default is assumed.
     args = [
         grad if grad is not None else torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=meta.device)
-        for grad, meta in zip(inputs, node._input_metadata, strict=True)
+        for grad, meta in zip(inputs, input_metadata(node), strict=True)
     ]
     results = _as_tuple(node.apply(*args))
     needs = node.needs_input_grad
@@ -611,41 +331,3 @@ def _leaf_grads(graph: nx.MultiDiGraph, nodes: dict[str, Node]) -> dict[str, tor
         for name in data["names"] or [node_id]:
             grads[name] = snapshot
     return grads
-
-
-def _slot_label(kind: str, index: int, target: tuple[str, int] | None) -> str:
-    return f"{kind}[{index}]" + ("" if target is None else f" -> {target[0]}[{target[1]}]")
-
-
-def _tensor_lines(prefix: str, tensor: torch.Tensor | None, precision: int, max_values: int, indent: str = "  ") -> list[str]:
-    if tensor is None:
-        return [f"{prefix}  None"]
-    meta = tensor_meta(tensor)
-    head = f"{prefix}  {meta['dtype']} {meta['shape']}"
-    if tensor.numel() > max_values:
-        stats = gradient_summary(tensor, values_up_to=0)
-        numbers = "  ".join(f"{key}={_number(stats[key], precision)}" for key in ("norm", "min", "max") if stats[key] is not None)
-        return [f"{head}  {numbers}"]
-    rows = _value_rows(_plain(tensor).cpu(), precision)
-    if len(rows) == 1:
-        return [f"{head}  {rows[0]}"]
-    return [head] + [f"{indent}    {row}" for row in rows]
-
-
-def _value_rows(tensor: torch.Tensor, precision: int) -> list[str]:
-    if tensor.dim() == 0:
-        return [_number(tensor.item(), precision)]
-    matrix = tensor.reshape(-1, tensor.shape[-1]) if tensor.dim() > 1 else tensor.reshape(1, -1)
-    cells = [[_number(value, precision) for value in row] for row in matrix.tolist()]
-    width = max((len(cell) for row in cells for cell in row), default=0)
-    return ["[" + ", ".join(cell.rjust(width) for cell in row) + "]" for row in cells]
-
-
-def _number(value: Any, precision: int) -> str:
-    if isinstance(value, complex):
-        return f"{value.real:.{precision}f}{value.imag:+.{precision}f}j"
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.{precision}f}"
-    return str(value)

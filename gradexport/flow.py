@@ -31,9 +31,10 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .backward_replay import GradOutputs, Start, gradient_summary, start_gradients
+from .gradstats import gradient_summary
 from .graph import Params, Trace, trace
 from .roots import Roots
+from .starts import GradOutputs, start_gradients
 
 __all__ = ["GRAD_KEYS", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 
@@ -58,7 +59,7 @@ def record_gradients(
     freed unless ``retain_graph=True``.
 
     Every edge along which a gradient flowed gets the attribute ``grad``, a
-    :func:`gradexport.backward_replay.gradient_summary`: ``{"shape", "dtype", "norm",
+    :func:`gradexport.gradstats.gradient_summary`: ``{"shape", "dtype", "norm",
     "min", "max", "has_nan", "has_inf"}`` plus ``"values"`` (nested lists)
     for tensors of at most ``values_up_to`` elements. A root edge carries the
     gradient the root started with. Edges along which nothing flowed (the

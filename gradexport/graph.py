@@ -82,7 +82,7 @@ from __future__ import annotations
 import gc
 import warnings
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -91,10 +91,12 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from ._torch import input_metadata, sequence_nr_getter, signed
 from .formats.source import KINDS, SPECIAL_KINDS, Adjacency
 from .modules import module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
-from .saved import StorageKey, saved_storages, signed, summarize_saved, tensor_meta, type_name
+from .saved import StorageKey, saved_storages, summarize_saved
+from .tensors import tensor_meta
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -266,13 +268,13 @@ NextFunctions = tuple[tuple[Node | None, int], ...]
 
 
 @lru_cache(maxsize=None)
-def _type_facts(node_type: type) -> tuple[str, str | None]:
-    """``op`` and ``special`` of every Node of this type."""
+def _type_facts(node_type: type) -> tuple[str, str | None, Callable[[Node], int]]:
+    """``op`` and ``special`` of every Node of this type, and its ``_sequence_nr`` getter (no call layer per node)."""
     op = node_type.__name__
     special = _SPECIAL_BY_OP.get(op)
     if special is None and issubclass(node_type, torch.autograd.function.BackwardCFunction):
         special = "custom_function"
-    return op, special
+    return op, special, sequence_nr_getter(node_type)
 
 
 class GraphStream:
@@ -445,8 +447,8 @@ class GraphStream:
             return node_id
         node_id = self.ids[node] = self.new_id()
         next_functions = node.next_functions
-        op, special = _type_facts(type(node))
-        sequence_nr = node._sequence_nr()
+        op, special, sequence_nr_of = _type_facts(type(node))
+        sequence_nr = sequence_nr_of(node)
         attributes: dict[str, Any] = {
             "kind": "backward",
             "op": op,
@@ -507,7 +509,7 @@ class GraphStream:
 
 def _input_meta(node: Node) -> list[dict[str, Any]]:
     try:
-        slots = node._input_metadata
+        slots = input_metadata(node)
     except (RuntimeError, AttributeError):  # not every node type exposes it
         return []
-    return [{"shape": list(slot.shape), "dtype": type_name(slot.dtype), "device": type_name(slot.device)} for slot in slots]
+    return [tensor_meta(slot) for slot in slots]

@@ -34,11 +34,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch
 from torch import nn
 from torch.autograd.graph import Node
-from torch.utils import _pytree as pytree
 from torch.utils.hooks import RemovableHandle
+
+from ._torch import next_sequence_nr, sequence_nr, tensor_leaves
 
 __all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
 
@@ -46,11 +46,6 @@ __all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
 METADATA_KEY = "gradexport.module"
 
 _ACCUMULATE_GRAD = "AccumulateGrad"
-
-
-def _next_sequence_nr() -> int:
-    # The thread's autograd sequence counter; torch exposes no public getter.
-    return torch._C._autograd._get_sequence_nr()
 
 
 class _CallStack(threading.local):
@@ -68,7 +63,7 @@ def capture_modules() -> Iterator[None]:
     calls = _CallStack()
 
     def before(module: nn.Module, args: Any) -> None:
-        calls.starts.append(_next_sequence_nr())
+        calls.starts.append(next_sequence_nr())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
         if calls.starts:
@@ -87,12 +82,12 @@ def capture_modules() -> Iterator[None]:
 
 def _tag(output: Any, module: nn.Module, start: int) -> None:
     stack: list[Node] = [
-        leaf.grad_fn for leaf in pytree.tree_leaves(output) if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None
+        leaf.grad_fn for leaf in tensor_leaves(output) if leaf.grad_fn is not None
     ]
     seen: set[Node] = set(stack)
     while stack:
         node = stack.pop()
-        if type(node).__name__ == _ACCUMULATE_GRAD or node._sequence_nr() < start:
+        if type(node).__name__ == _ACCUMULATE_GRAD or sequence_nr(node) < start:
             continue  # a leaf, or created before this call began
         node.metadata.setdefault(METADATA_KEY, module)
         for child, _ in node.next_functions:

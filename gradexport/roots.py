@@ -29,6 +29,8 @@ from typing import Any, Union
 import torch
 from torch.autograd.graph import GradientEdge, Node
 
+from .tensors import type_name
+
 __all__ = ["Root", "RootError", "Roots", "collect_roots"]
 
 #: What the public functions accept as roots.
@@ -135,7 +137,7 @@ def _root_of(path: str, value: torch.Tensor | Node | GradientEdge, caller: str) 
     if not value.requires_grad:
         raise RootError(
             f"{caller}: root {path!r} is a tensor that does not require grad "
-            f"(shape {list(value.shape)}, dtype {str(value.dtype).removeprefix('torch.')}), so it has no "
+            f"(shape {list(value.shape)}, dtype {type_name(value.dtype)}), so it has no "
             "autograd graph. It was computed under torch.no_grad(), detached, has an integer dtype, or "
             "comes from inputs without requires_grad=True; build it from tensors with requires_grad=True"
         )

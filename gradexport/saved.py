@@ -15,42 +15,23 @@ Example:
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import torch
 from torch.autograd.graph import Node
 
+from ._torch import (
+    raw_saved,
+    read_saved,
+    saved_is_hook_packed,
+    saved_names,
+    saved_read_failure,
+    signed,
+)
+from .tensors import tensor_meta, type_name
+
+# signed, tensor_meta and type_name have lived here since the first release; they stay importable.
 __all__ = ["StorageKey", "saved_storages", "signed", "summarize_saved", "tensor_meta", "type_name"]
-
-_SAVED = "_saved_"
-_RAW = "_raw_saved_"
-
-
-def signed(value: int) -> int:
-    """Undo torch's unsigned read-back of negative saved ints (``dim=-1`` reads as 2**64 - 1)."""
-    return value - 2**64 if 2**63 <= value < 2**64 else value
-
-
-_TYPE_NAMES: dict[torch.dtype | torch.device, str] = {}
-
-
-def type_name(value: torch.dtype | torch.device) -> str:
-    """``"float32"`` for ``torch.float32``, ``"cpu"`` for a CPU device; cached, as graph building calls it per node."""
-    name = _TYPE_NAMES.get(value)
-    if name is None:
-        name = _TYPE_NAMES[value] = str(value).removeprefix("torch.")
-    return name
-
-
-def tensor_meta(tensor: torch.Tensor) -> dict[str, Any]:
-    """Shape, dtype and device of a tensor as JSON-friendly values."""
-    return {"shape": list(tensor.shape), "dtype": type_name(tensor.dtype), "device": type_name(tensor.device)}
-
-
-@lru_cache(maxsize=None)
-def _saved_names(node_type: type) -> tuple[str, ...]:
-    return tuple(attr[len(_SAVED):] for attr in dir(node_type) if attr.startswith(_SAVED))
 
 
 def summarize_saved(node: Node) -> dict[str, Any]:
@@ -67,7 +48,7 @@ def summarize_saved(node: Node) -> dict[str, Any]:
     what ``ctx.save_for_backward`` kept.
     """
     summary: dict[str, Any] = {}
-    names = _saved_names(type(node))
+    names = saved_names(type(node))
     for name in names:
         summary[name] = _read(node, name)
     if isinstance(node, torch.autograd.function.BackwardCFunction):
@@ -79,30 +60,20 @@ def summarize_saved(node: Node) -> dict[str, Any]:
 
 
 def _read(node: Node, name: str) -> Any:
-    raw = getattr(node, _RAW + name, None)
-    hooked = [item for item in (raw if isinstance(raw, (list, tuple)) else [raw]) if _is_hooked(item)]
-    if hooked:
+    raw = raw_saved(node, name)
+    if any(saved_is_hook_packed(item) for item in (raw if isinstance(raw, (list, tuple)) else [raw])):
         return {"unavailable": "hooked"}
-    return _guarded(lambda: _value(getattr(node, _SAVED + name)))
-
-
-def _is_hooked(raw: Any) -> bool:
-    try:
-        return getattr(raw, "unpack_hook", None) is not None
-    except RuntimeError:  # a freed SavedVariable; _guarded reports it when read
-        return False
+    return _guarded(lambda: _value(read_saved(node, name)))
 
 
 def _guarded(read: Any) -> Any:
     try:
         return read()
     except RuntimeError as error:
-        message = str(error)
-        if "freed" in message or "backward through the graph a second time" in message:
-            return {"unavailable": "freed"}
-        if "modified by an inplace operation" in message or "is at version" in message:
-            return {"unavailable": "stale"}
-        return {"unavailable": "error", "message": message.splitlines()[0]}
+        failure = saved_read_failure(error)
+        if failure is not None:
+            return {"unavailable": failure}
+        return {"unavailable": "error", "message": str(error).splitlines()[0]}
 
 
 def _value(value: Any) -> Any:

@@ -1,0 +1,349 @@
+"""The one place where gradexport touches PyTorch's private API or matches torch's error text.
+
+Everything here reads or calls something torch does not promise to keep
+(names starting with ``_``, ``torch._C``, a hook handle's ``hooks_dict_ref``,
+the wording of torch's errors) or relies on an engine behaviour that only its
+source states. Each function is small, typed and tested on its own in
+``tests/test_torch_internals.py``, whose assertion messages name the torch API
+that changed: when a new torch breaks gradexport, that file says where.
+
+The private APIs used, with the torch 2.13 behaviour relied on:
+
+* ``Node._sequence_nr()``: creation order; 2**64 - 1 for ``AccumulateGrad``
+  (:func:`sequence_nr`, :func:`sequence_nr_getter`).
+* ``torch._C._autograd._get_sequence_nr()``: the thread's next sequence number
+  (:func:`next_sequence_nr`).
+* ``Node._input_metadata``: shape, dtype and device per input slot
+  (:func:`input_metadata`, :func:`num_inputs`).
+* ``torch.autograd._make_grads``: the start gradients of
+  :func:`torch.autograd.backward` (:func:`make_grad`).
+* ``Tensor._backward_hooks``: a tensor's ``register_hook`` hooks
+  (:func:`tensor_hook_count`).
+* ``RemovableHandle.hooks_dict_ref()`` of a Node hook: the node's hook dict
+  (:func:`node_hook_counts`).
+* ``Node._saved_<name>`` and ``Node._raw_saved_<name>`` with
+  ``SavedTensor.unpack_hook`` (:func:`saved_names`, :func:`read_saved`,
+  :func:`saved_is_hook_packed`) and the text of the errors that reading them
+  raises (:func:`saved_read_failure`).
+* ``torch.utils._pytree.tree_leaves`` (:func:`tensor_leaves`).
+* ``torch.autograd.graph._engine_run_backward`` (what :func:`torch.autograd.grad`
+  calls), and the engine's capture of a ``GradientEdge`` input, which runs the
+  node's tensor hooks first (:func:`run_tensor_hooks`).
+
+Example:
+    >>> import torch
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> node = (x * 2).grad_fn
+    >>> num_inputs(node), sequence_nr(node) < sequence_nr(node.next_functions[0][0])
+    (1, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any, Literal, NamedTuple, Protocol
+
+import torch
+from torch.autograd.graph import GradientEdge, Node, _engine_run_backward
+from torch.utils import _pytree
+
+__all__ = [
+    "ACCUMULATE_GRAD_SEQUENCE_NR",
+    "FREED_TEXTS",
+    "STALE_TEXTS",
+    "NodeHooks",
+    "SlotMetadata",
+    "input_metadata",
+    "make_grad",
+    "next_sequence_nr",
+    "node_hook_counts",
+    "num_inputs",
+    "raw_saved",
+    "read_saved",
+    "run_tensor_hooks",
+    "saved_is_hook_packed",
+    "saved_names",
+    "saved_read_failure",
+    "sequence_nr",
+    "sequence_nr_getter",
+    "signed",
+    "tensor_hook_count",
+    "tensor_leaves",
+]
+
+#: What ``AccumulateGrad._sequence_nr()`` reads: torch gives leaves the largest
+#: sequence number so that its engine runs them first among ready nodes.
+ACCUMULATE_GRAD_SEQUENCE_NR = 2**64 - 1
+
+#: Fragments of the errors torch raises when a saved value was freed by backward().
+FREED_TEXTS = ("Trying to backward through the graph a second time", "freed")
+#: Fragments of the errors torch raises when a saved tensor was modified in place after it was saved.
+STALE_TEXTS = ("modified by an inplace operation", "is at version")
+
+_SAVED = "_saved_"
+_RAW = "_raw_saved_"
+
+
+class SlotMetadata(Protocol):
+    """What ``Node._input_metadata`` holds per input slot (``torch._C._autograd._InputMetadata``)."""
+
+    @property
+    def shape(self) -> Sequence[int]: ...
+    @property
+    def dtype(self) -> torch.dtype: ...
+    @property
+    def device(self) -> torch.device: ...
+    @property
+    def is_nested_tensor(self) -> bool: ...
+
+
+def signed(value: int) -> int:
+    """Undo torch's unsigned read-back of negative ints (``dim=-1`` and ``AccumulateGrad``'s sequence number read as 2**64 - 1).
+
+    Example:
+        >>> signed(2**64 - 1), signed(3)
+        (-1, 3)
+    """
+    return value - 2**64 if 2**63 <= value < 2**64 else value
+
+
+def sequence_nr(node: Node) -> int:
+    """``node._sequence_nr()``: the node's creation order on its thread, as torch reads it (unsigned).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> sequence_nr((x * 2).grad_fn.next_functions[0][0]) == ACCUMULATE_GRAD_SEQUENCE_NR
+        True
+    """
+    return node._sequence_nr()
+
+
+@cache
+def sequence_nr_getter(node_type: type) -> Callable[[Node], int]:
+    """The unbound ``_sequence_nr`` of a Node type, for hot loops: ``getter(node)`` costs what ``node._sequence_nr()`` does.
+
+    Example:
+        >>> import torch
+        >>> node = (torch.ones(1, requires_grad=True) * 2).grad_fn
+        >>> sequence_nr_getter(type(node))(node) == sequence_nr(node)
+        True
+    """
+    return node_type._sequence_nr  # type: ignore[attr-defined,no-any-return]
+
+
+def next_sequence_nr() -> int:
+    """The sequence number the next Node created on this thread gets (``torch._C._autograd._get_sequence_nr()``).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> before = next_sequence_nr()
+        >>> sequence_nr((x * 2).grad_fn) == before
+        True
+    """
+    return torch._C._autograd._get_sequence_nr()  # type: ignore[no-any-return]
+
+
+def input_metadata(node: Node) -> Sequence[SlotMetadata]:
+    """``node._input_metadata``: shape, dtype, device of the gradient each input slot receives.
+
+    Raises:
+        RuntimeError, AttributeError: for a node type that does not expose it.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, 3, requires_grad=True)
+        >>> [(list(m.shape), m.dtype) for m in input_metadata((x * 2).grad_fn)]
+        [([2, 3], torch.float32)]
+    """
+    return node._input_metadata  # type: ignore[no-any-return]
+
+
+def num_inputs(node: Node) -> int:
+    """How many input slots ``node`` has (the number of its forward op's outputs).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> num_inputs(x.unbind()[0].grad_fn)
+        2
+    """
+    return len(node._input_metadata)
+
+
+def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) -> torch.Tensor:
+    """The start gradient :func:`torch.autograd.backward` makes for ``target`` from ``grad``.
+
+    ``None`` becomes ones for a scalar; shapes and complex-ness are checked by
+    torch's own ``torch.autograd._make_grads``, so the errors are torch's.
+
+    Raises:
+        RuntimeError: as torch does (``grad`` missing for a non-scalar, wrong shape).
+
+    Example:
+        >>> import torch
+        >>> make_grad((torch.ones(2, requires_grad=True) * 2).sum(), None)
+        tensor(1.)
+    """
+    (made,) = torch.autograd._make_grads((target,), (grad,), is_grads_batched=False)
+    return made  # type: ignore[no-any-return]
+
+
+def tensor_hook_count(tensor: torch.Tensor) -> int:
+    """How many ``Tensor.register_hook`` hooks ``tensor`` holds (``tensor._backward_hooks``).
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> _ = x.register_hook(lambda grad: None)
+        >>> tensor_hook_count(x)
+        1
+    """
+    hooks = tensor._backward_hooks
+    return 0 if hooks is None else len(hooks)
+
+
+class NodeHooks(NamedTuple):
+    """How many hooks a Node holds of each kind."""
+
+    #: ``Node.register_prehook`` hooks (run on the gradients the node receives).
+    pre: int
+    #: ``Node.register_hook`` hooks (run on what the node returns).
+    post: int
+
+
+def node_hook_counts(node: Node) -> NodeHooks:
+    """Count the node pre-hooks and post-hooks registered on ``node``.
+
+    Node hooks live in C++ and cannot be listed, but registering a probe hands
+    back a handle whose ``hooks_dict_ref()`` is the node's hook dict: any entry
+    besides the probe is someone else's hook. The probe is removed at once
+    (which leaves an empty dict on the node, as removing any hook does).
+
+    Example:
+        >>> import torch
+        >>> node = (torch.ones(1, requires_grad=True) * 2).grad_fn
+        >>> _ = node.register_prehook(lambda grads: None)
+        >>> node_hook_counts(node)
+        NodeHooks(pre=1, post=0)
+    """
+    counts = []
+    for register in (node.register_prehook, node.register_hook):
+        handle = register(_probe_hook)
+        try:
+            hooks = handle.hooks_dict_ref()
+            counts.append(0 if hooks is None else len(hooks) - 1)
+        finally:
+            handle.remove()
+    return NodeHooks(*counts)
+
+
+def _probe_hook(*_: Any) -> None:
+    return None
+
+
+def run_tensor_hooks(node: Node, grads: Sequence[torch.Tensor | None]) -> tuple[torch.Tensor | None, ...]:
+    """Pass the gradients that reached ``node`` through its tensor hooks, as the engine does before calling it.
+
+    A ``Tensor.register_hook`` hook on a non-leaf tensor lives in C++ on the
+    tensor's ``grad_fn`` (so does ``retain_grad``) and cannot be listed from
+    Python. The engine itself can run them: asked for the gradient of a
+    ``GradientEdge`` into ``node``, it runs the node's tensor hooks (then
+    ``retain_grad``'s, which sets ``.grad``) on the node's whole input buffer
+    and hands back the result, without calling the node. Returns ``grads``
+    unchanged, slot by slot, where no hook replaced it; ``None`` slots stay
+    ``None``. Node pre-hooks and post-hooks are not run.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> hidden = x * 2
+        >>> _ = hidden.register_hook(lambda grad: grad * 10)
+        >>> run_tensor_hooks(hidden.grad_fn, [torch.ones(2)])
+        (tensor([10., 10.]),)
+    """
+    slots = [slot for slot, grad in enumerate(grads) if grad is not None]
+    if not slots:
+        return tuple(grads)
+    edges = tuple(GradientEdge(node, slot) for slot in slots)
+    # What torch.autograd.grad(edges, edges, grads, retain_graph=True) runs, minus its argument
+    # checks and _make_grads (the gradients already fit their slots): half the cost per node.
+    captured = _engine_run_backward(
+        edges,
+        tuple(grads[slot] for slot in slots),
+        True,  # keep_graph
+        False,  # create_graph
+        edges,  # inputs: capture what reaches these slots
+        True,  # allow_unreachable
+        False,  # accumulate_grad
+    )
+    result = list(grads)
+    for slot, grad in zip(slots, captured, strict=True):
+        result[slot] = grad
+    return tuple(result)
+
+
+@cache
+def saved_names(node_type: type) -> tuple[str, ...]:
+    """The names of what nodes of this type save for backward (``_saved_<name>`` attributes), without the prefix.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> saved_names(type((x * x).grad_fn))
+        ('other', 'self')
+    """
+    return tuple(attr[len(_SAVED):] for attr in dir(node_type) if attr.startswith(_SAVED))
+
+
+def read_saved(node: Node, name: str) -> Any:
+    """``node._saved_<name>``: the saved value, unpacked (a saved-tensor hook's unpack runs).
+
+    Raises:
+        RuntimeError: when it was freed or modified in place; see :func:`saved_read_failure`.
+    """
+    return getattr(node, _SAVED + name)
+
+
+def raw_saved(node: Node, name: str) -> Any:
+    """``node._raw_saved_<name>``: the packed ``SavedTensor`` (or a list of them), ``None`` for non-tensor values."""
+    return getattr(node, _RAW + name, None)
+
+
+def saved_is_hook_packed(raw: Any) -> bool:
+    """Whether a raw saved value was packed by saved-tensor hooks (reading it would run their unpack).
+
+    A freed ``SavedTensor`` reads as not packed: reading its value reports it.
+    """
+    try:
+        return getattr(raw, "unpack_hook", None) is not None
+    except RuntimeError:
+        return False
+
+
+def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
+    """Why reading a saved value raised, from torch's message: ``"freed"``, ``"stale"`` or ``None`` (another error).
+
+    Example:
+        >>> saved_read_failure(RuntimeError("Trying to backward through the graph a second time"))
+        'freed'
+    """
+    message = str(error)
+    if any(text in message for text in FREED_TEXTS):
+        return "freed"
+    if any(text in message for text in STALE_TEXTS):
+        return "stale"
+    return None
+
+
+def tensor_leaves(tree: Any) -> list[torch.Tensor]:
+    """Every tensor in a nested output (tuples, lists, dicts, dataclasses torch knows), via ``torch.utils._pytree``.
+
+    Example:
+        >>> import torch
+        >>> len(tensor_leaves({"a": torch.ones(1), "b": (torch.ones(1), 3)}))
+        2
+    """
+    return [leaf for leaf in _pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]

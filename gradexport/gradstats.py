@@ -1,0 +1,51 @@
+"""Gradient statistics: what a gradient looks like in numbers, as JSON-friendly values.
+
+:func:`gradexport.record_gradients` puts one on every edge; a
+:class:`gradexport.Replay`'s text and :meth:`~gradexport.Replay.to_dict` use the
+same summary.
+
+Example:
+    >>> import torch
+    >>> gradient_summary(torch.tensor([[1.0, float("inf")]]), values_up_to=0)["has_inf"]
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .tensors import plain, type_name
+
+__all__ = ["gradient_summary"]
+
+
+def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[str, Any]:
+    """Describe a gradient with JSON-friendly values.
+
+    Keys: ``shape`` (list), ``dtype`` (``"float32"``), ``norm`` (2-norm over
+    all elements), ``min``, ``max`` (``None`` for complex or empty tensors),
+    ``has_nan``, ``has_inf``, and ``values`` (nested lists; complex numbers as
+    ``[real, imag]`` pairs) when the tensor has at most ``values_up_to``
+    elements. ``norm``, ``min`` and ``max`` are Python floats and may be
+    ``nan`` or ``inf``.
+
+    Example:
+        >>> gradient_summary(torch.tensor([3.0, -4.0]))
+        {'shape': [2], 'dtype': 'float32', 'norm': 5.0, 'min': -4.0, 'max': 3.0, 'has_nan': False, 'has_inf': False, 'values': [3.0, -4.0]}
+    """
+    tensor = plain(tensor)
+    real = not tensor.is_complex() and tensor.numel() > 0
+    summary: dict[str, Any] = {
+        "shape": list(tensor.shape),
+        "dtype": type_name(tensor.dtype),
+        "norm": float(torch.linalg.vector_norm(tensor, dtype=torch.complex128 if tensor.is_complex() else torch.float64)),
+        "min": float(tensor.min()) if real else None,
+        "max": float(tensor.max()) if real else None,
+        "has_nan": bool(torch.isnan(tensor).any()),
+        "has_inf": bool(torch.isinf(tensor).any()),
+    }
+    if tensor.numel() <= values_up_to:
+        summary["values"] = (torch.view_as_real(tensor) if tensor.is_complex() else tensor).tolist()
+    return summary

@@ -1,0 +1,222 @@
+"""Every private torch API gradexport relies on (all wrapped in gradexport._torch), checked against torch itself.
+
+When one of these fails, torch changed the API that the assertion message
+names: fix the wrapper in gradexport/_torch.py, not its callers.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+import torch
+from torch.autograd.graph import GradientEdge
+
+import gradexport
+from gradexport import _torch
+
+
+def changed(api: str, what: str) -> str:
+    return f"torch changed {api}: {what} (gradexport/_torch.py wraps it)"
+
+
+def test_sequence_nr_is_creation_order_and_largest_for_accumulate_grad() -> None:
+    x = torch.ones(2, requires_grad=True)
+    first = x * 2
+    second = first.sin()
+    accumulate = first.grad_fn.next_functions[0][0]
+    assert isinstance(_torch.sequence_nr(first.grad_fn), int), changed("Node._sequence_nr()", "not an int")
+    assert _torch.sequence_nr(first.grad_fn) < _torch.sequence_nr(second.grad_fn), changed(
+        "Node._sequence_nr()", "a later node has a smaller number"
+    )
+    # replay's engine order and the graph's sequence_nr=-1 for leaves rely on this value.
+    assert _torch.sequence_nr(accumulate) == _torch.ACCUMULATE_GRAD_SEQUENCE_NR, changed(
+        "AccumulateGrad._sequence_nr()", f"reads {_torch.sequence_nr(accumulate)}, not 2**64 - 1"
+    )
+    assert _torch.signed(_torch.sequence_nr(accumulate)) == -1
+
+
+class _Twice(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, value: torch.Tensor) -> torch.Tensor:
+        return value * 2
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+        return grad * 2
+
+
+def test_sequence_nr_getter_of_every_kind_of_node_type() -> None:
+    x = torch.ones(2, requires_grad=True)
+    nodes = [(x * 2).grad_fn, _Twice.apply(x).grad_fn, (x * 2).grad_fn.next_functions[0][0]]
+    for node in nodes:
+        getter = _torch.sequence_nr_getter(type(node))
+        assert getter(node) == _torch.sequence_nr(node), changed(
+            f"{type(node).__name__}._sequence_nr", "the unbound method of the type no longer reads the node's number"
+        )
+
+
+def test_next_sequence_nr_is_the_next_nodes_number() -> None:
+    x = torch.ones(2, requires_grad=True)
+    before = _torch.next_sequence_nr()
+    node = (x * 2).grad_fn
+    assert _torch.sequence_nr(node) == before, changed(
+        "torch._C._autograd._get_sequence_nr()", "it no longer gives the number of the next node created"
+    )
+    assert _torch.next_sequence_nr() == before + 1, changed("torch._C._autograd._get_sequence_nr()", "does not advance by one per node")
+
+
+def test_input_metadata_describes_each_input_slot() -> None:
+    x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
+    first, second = x.split([1, 3])
+    slots = _torch.input_metadata(first.grad_fn)
+    assert _torch.num_inputs(first.grad_fn) == 2, changed("Node._input_metadata", "not one entry per forward output")
+    for slot, output in zip(slots, (first, second), strict=True):
+        assert tuple(slot.shape) == tuple(output.shape), changed("Node._input_metadata[k].shape", f"{slot.shape}")
+        assert slot.dtype == torch.float64 and slot.device == x.device, changed("Node._input_metadata[k].dtype/device", "")
+        assert slot.is_nested_tensor is False, changed("Node._input_metadata[k].is_nested_tensor", "")
+
+
+def test_make_grad_makes_ones_for_scalars_and_raises_torchs_error_otherwise() -> None:
+    x = torch.ones(2, requires_grad=True)
+    assert torch.equal(_torch.make_grad((x * 2).sum(), None), torch.tensor(1.0)), changed(
+        "torch.autograd._make_grads", "None for a scalar root is no longer ones"
+    )
+    vector = x * 2
+    edge = GradientEdge(vector.grad_fn, 0)
+    given = torch.full((2,), 3.0)
+    assert torch.equal(_torch.make_grad(edge, given), given), changed("torch.autograd._make_grads", "GradientEdge targets")
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+        _torch.make_grad(vector, None)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        _torch.make_grad(vector, torch.ones(3))
+
+
+def test_tensor_hook_count_counts_register_hook() -> None:
+    for tensor in (torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True) * 2):
+        assert _torch.tensor_hook_count(tensor) == 0, changed("Tensor._backward_hooks", "not None/empty without hooks")
+        first = tensor.register_hook(lambda grad: None)
+        tensor.register_hook(lambda grad: None)
+        assert _torch.tensor_hook_count(tensor) == 2, changed("Tensor._backward_hooks", "no longer holds register_hook's hooks")
+        first.remove()
+        assert _torch.tensor_hook_count(tensor) == 1, changed("Tensor._backward_hooks", "removal not reflected")
+
+
+def test_node_hook_counts_sees_pre_and_post_hooks_and_leaves_none_behind() -> None:
+    node = (torch.ones(2, requires_grad=True) * 2).grad_fn
+    assert _torch.node_hook_counts(node) == (0, 0)
+    pre = node.register_prehook(lambda grads: None)
+    assert _torch.node_hook_counts(node) == (1, 0), changed("RemovableHandle.hooks_dict_ref() of Node.register_prehook", "")
+    post = node.register_hook(lambda grad_inputs, grad_outputs: None)
+    node.register_hook(lambda grad_inputs, grad_outputs: None)
+    assert _torch.node_hook_counts(node) == (1, 2), changed("RemovableHandle.hooks_dict_ref() of Node.register_hook", "")
+    pre.remove()
+    post.remove()
+    assert _torch.node_hook_counts(node) == (0, 1), changed("RemovableHandle.remove() of a Node hook", "")
+
+
+def test_run_tensor_hooks_runs_exactly_what_backward_runs_before_a_node() -> None:
+    x = torch.ones(2, requires_grad=True)
+    hidden = x * 2
+    seen: list[torch.Tensor] = []
+    hidden.register_hook(lambda grad: seen.append(grad.clone()) or grad * 10)
+    hidden.retain_grad()
+    incoming = torch.full((2,), 3.0)
+    (result,) = _torch.run_tensor_hooks(hidden.grad_fn, [incoming])
+    assert torch.equal(result, torch.full((2,), 30.0)), changed(
+        "the engine's capture of a GradientEdge (torch.autograd.graph._engine_run_backward)",
+        "the node's tensor hooks did not run before the capture",
+    )
+    assert len(seen) == 1 and torch.equal(seen[0], incoming)
+    assert torch.equal(hidden.grad, result), changed("the engine's capture", "retain_grad's hook no longer runs with the tensor hooks")
+    assert x.grad is None, changed("the engine's capture", "it ran the captured node or further")
+    # backward() gives the node the same: 2 * (3 * 10) flows on to x.
+    hidden.grad = None
+    torch.autograd.backward(hidden, incoming, retain_graph=True)
+    assert torch.equal(x.grad, 2 * result)
+
+
+def test_run_tensor_hooks_without_hooks_hands_back_the_same_tensors() -> None:
+    x = torch.ones(2, requires_grad=True)
+    first, _ = (x * 2).split(1)
+    incoming = torch.ones(1)
+    result = _torch.run_tensor_hooks(first.grad_fn, [incoming, None])
+    assert result[0] is incoming and result[1] is None, changed("the engine's capture", "it copies or fills slots")
+    assert _torch.run_tensor_hooks(first.grad_fn, [None, None]) == (None, None)
+
+
+def test_saved_values_read_and_raw() -> None:
+    x = torch.randn(3, requires_grad=True)
+    node = (x * x).grad_fn
+    assert _torch.saved_names(type(node)) == ("other", "self"), changed("Node._saved_<name>", "MulBackward0's names")
+    assert torch.equal(_torch.read_saved(node, "self"), x), changed("Node._saved_self", "not the saved tensor")
+    raw = _torch.raw_saved(node, "self")
+    assert type(raw).__name__ == "SavedTensor", changed("Node._raw_saved_self", f"is a {type(raw).__name__}")
+    assert not _torch.saved_is_hook_packed(raw), changed("SavedTensor.unpack_hook", "set without saved-tensor hooks")
+    with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):
+        hooked = (x * x).grad_fn
+    assert _torch.saved_is_hook_packed(_torch.raw_saved(hooked, "self")), changed(
+        "SavedTensor.unpack_hook", "None for a tensor packed by saved_tensors_hooks"
+    )
+    negative = x.sum(dim=-1).grad_fn
+    dims = _torch.read_saved(negative, "dim")
+    assert [_torch.signed(dim) for dim in dims] == [-1], changed("Node._saved_dim", f"dim=-1 reads as {dims}")
+
+
+def test_saved_read_failure_recognises_torchs_real_errors() -> None:
+    x = torch.randn(3, requires_grad=True)
+    loss = (x * x).sum()
+    node = loss.grad_fn.next_functions[0][0]
+    loss.backward()
+    with pytest.raises(RuntimeError) as after_backward:
+        _torch.read_saved(node, "self")
+    assert _torch.saved_read_failure(after_backward.value) == "freed", changed(
+        "the error text of reading a freed saved tensor", str(after_backward.value)
+    )
+    hidden = x * 1
+    stale = (hidden * hidden).grad_fn
+    with torch.no_grad():
+        hidden.add_(1)
+    with pytest.raises(RuntimeError) as after_in_place:
+        _torch.read_saved(stale, "self")
+    assert _torch.saved_read_failure(after_in_place.value) == "stale", changed(
+        "the error text of reading a saved tensor modified in place", str(after_in_place.value)
+    )
+    assert _torch.saved_read_failure(RuntimeError("something else")) is None
+
+
+def test_tensor_leaves_flattens_model_outputs() -> None:
+    Output = namedtuple("Output", "logits hidden")
+    a, b, c = torch.ones(1), torch.zeros(2), torch.ones(3)
+    leaves = _torch.tensor_leaves({"out": Output(a, [b, "text", 3]), "aux": (c,)})
+    assert [leaf.shape[0] for leaf in leaves] == [1, 2, 3], changed("torch.utils._pytree.tree_leaves", "order or coverage")
+
+
+#: Names of torch's private API that only gradexport/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
+PRIVATE_NAMES = {
+    "_sequence_nr", "_get_sequence_nr", "_input_metadata", "_make_grads", "_backward_hooks", "hooks_dict_ref",
+    "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict",
+}
+
+
+def test_no_other_module_touches_torch_internals() -> None:
+    package = Path(gradexport.__file__).parent
+    error_texts = ("a second time", "inplace operation", "is at version")
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "_torch.py":
+            continue
+        previous = ""
+        for token in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            saved_attribute = previous == "." and token.string.startswith(("_saved_", "_raw_saved_"))
+            if token.type == tokenize.NAME and (token.string in PRIVATE_NAMES or saved_attribute):
+                offenders.append(f"{path.name}:{token.start[0]} {token.string}")
+            elif token.type == tokenize.STRING:  # docstrings may name the APIs; code may not match torch's messages
+                if token.string.strip("\"'") in ("_saved_", "_raw_saved_"):
+                    offenders.append(f"{path.name}:{token.start[0]} {token.string}")
+                offenders += [f"{path.name}:{token.start[0]} {text!r}" for text in error_texts if text in token.string]
+            previous = token.string
+    assert not offenders, f"private torch API outside gradexport/_torch.py (wrap it there): {offenders}"
