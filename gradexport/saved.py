@@ -52,7 +52,7 @@ def summarize_saved(node: Node) -> dict[str, Any]:
     for name in names:
         summary[name] = _read(node, name)
     if isinstance(node, torch.autograd.function.BackwardCFunction):
-        if any(_is_hooked(item) for item in getattr(node, "_raw_saved_tensors", None) or ()):
+        if _hooked(raw_saved(node, "tensors")):  # ctx.save_for_backward's tensors
             summary["saved_tensors"] = {"unavailable": "hooked"}
         else:
             summary["saved_tensors"] = _guarded(lambda: [_value(t) for t in node.saved_tensors])
@@ -60,10 +60,14 @@ def summarize_saved(node: Node) -> dict[str, Any]:
 
 
 def _read(node: Node, name: str) -> Any:
-    raw = raw_saved(node, name)
-    if any(saved_is_hook_packed(item) for item in (raw if isinstance(raw, (list, tuple)) else [raw])):
+    if _hooked(raw_saved(node, name)):
         return {"unavailable": "hooked"}
     return _guarded(lambda: _value(read_saved(node, name)))
+
+
+def _hooked(raw: Any) -> bool:
+    """Whether a raw saved value (or any item of a list of them) was packed by saved-tensor hooks."""
+    return any(saved_is_hook_packed(item) for item in (raw if isinstance(raw, (list, tuple)) else [raw]))
 
 
 def _guarded(read: Any) -> Any:
@@ -108,16 +112,13 @@ def saved_storages(node: Node) -> dict[StorageKey, int]:
         [16]
     """
     found: dict[StorageKey, int] = {}
-    raw_names = [_RAW + name for name in _saved_names(type(node))]
+    readers = {name: (lambda name=name: read_saved(node, name)) for name in saved_names(type(node))}
     if isinstance(node, torch.autograd.function.BackwardCFunction):
-        raw_names.append("_raw_saved_tensors")
-    for raw_name in raw_names:
-        raw = getattr(node, raw_name, None)
-        items = raw if isinstance(raw, (list, tuple)) else [raw]
-        if any(_is_hooked(item) for item in items):
+        readers["tensors"] = lambda: node.saved_tensors  # ctx.save_for_backward's tensors
+    for name, read in readers.items():
+        if _hooked(raw_saved(node, name)):
             continue
-        public = "saved_tensors" if raw_name == "_raw_saved_tensors" else _SAVED + raw_name[len(_RAW):]
-        value = _guarded(lambda public=public: getattr(node, public))
+        value = _guarded(read)
         for tensor in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(tensor, torch.Tensor):
                 _add_storage(found, tensor)
