@@ -159,7 +159,8 @@ def serve_model_explorer(
         path = Path(folder) / f"graph{EXTENSION}"
         write_model_explorer(graph, path, options, label=label)
         if node_data is None and isinstance(graph, nx.Graph) and _received(graph):
-            node_data = {f"gradient {metric}": gradient_node_data(graph, metric) for metric in GRADIENT_METRICS}
+            # Model Explorer colours by the last node data added: the log scale, the most telling.
+            node_data = {f"gradient {metric}": gradient_node_data(graph, metric) for metric in reversed(GRADIENT_METRICS)}
     if port is None:
         port = free_port(host)
     elif _port_in_use(host, port):
