@@ -54,6 +54,7 @@ from .formats.model_explorer import (
     write_model_explorer,
 )
 from .formats.source import GraphSource
+from .graph import gc_paused
 
 __all__ = ["free_port", "serve_model_explorer", "show_model_explorer"]
 
@@ -157,7 +158,8 @@ def serve_model_explorer(
     else:
         folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
         path = Path(folder) / f"graph{EXTENSION}"
-        write_model_explorer(graph, path, options, label=label)
+        with gc_paused():
+            write_model_explorer(graph, path, options, label=label)
         if node_data is None and isinstance(graph, nx.Graph) and _received(graph):
             # Model Explorer colours by the last node data added: the log scale, the most telling.
             node_data = {f"gradient {metric}": gradient_node_data(graph, metric) for metric in reversed(GRADIENT_METRICS)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import subprocess
@@ -29,7 +30,7 @@ from gradexport.graph import GraphStream
 REPO = Path(__file__).resolve().parents[1]
 
 needs_explorer = pytest.mark.skipif(
-    subprocess.run([sys.executable, "-c", "import model_explorer"], capture_output=True).returncode != 0,
+    importlib.util.find_spec("model_explorer") is None,
     reason="Model Explorer is not installed (pip install gradexport[explorer]; make setup installs it)",
 )
 

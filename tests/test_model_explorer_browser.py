@@ -9,11 +9,12 @@ A screenshot is kept in ``out/artifacts/``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-import re
 import pickle
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -36,7 +37,7 @@ from gradexport.explorer import free_port
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(
-        subprocess.run([sys.executable, "-c", "import model_explorer"], capture_output=True).returncode != 0,
+        importlib.util.find_spec("model_explorer") is None,
         reason="Model Explorer is not installed (pip install gradexport[explorer]; make setup installs it)",
     ),
 ]

@@ -1,7 +1,7 @@
 """Model Explorer: the backward graph in Google's viewer for very large graphs.
 
-`Model Explorer <https://github.com/google-ai-edge/model-explorer>`_
-(``pip install gradexport[explorer]``) draws graphs of hundreds of thousands
+Google's Model Explorer (github.com/google-ai-edge/model-explorer;
+``pip install gradexport[explorer]``) draws graphs of hundreds of thousands
 of nodes: namespaces become nested layers that open one level at a time, it
 renders with WebGL, shows every node's attributes and colours nodes by
 *node data*. :func:`to_model_explorer` builds a graph of :mod:`gradexport.graph`
@@ -74,10 +74,16 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-import networkx as nx
-
 from .files import atomic_open
-from .labels import GRAD_BAD_COLOR, GRAD_COLORS, NODE_STYLES, DiagramOptions, _is_bad, element_id, printable
+from .labels import (
+    GRAD_BAD_COLOR,
+    GRAD_COLORS,
+    NODE_STYLES,
+    DiagramOptions,
+    _is_bad,
+    element_id,
+    printable,
+)
 from .source import GraphSource, adjacency, graph_attributes
 
 if TYPE_CHECKING:
@@ -132,11 +138,16 @@ def _model_explorer() -> Any:
     return model_explorer
 
 
+_VALUE_ENCODER = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=str)
+
+
 def _text(value: Any) -> str:
     """An attribute value as Model Explorer shows it: strings as they are, anything else as JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    if type(value) is int:  # most values (indices, counts): the same text, without the encoder
+        return str(value)
+    return _VALUE_ENCODER.encode(value)
 
 
 def _namespace(module_path: str) -> str:
@@ -303,21 +314,20 @@ def _group_attributes(graph_attrs: Mapping[str, Any], paths: set[str]) -> dict[s
     return groups
 
 
-def _plain(value: Any) -> Any:
-    """A graph_builder object as JSON-ready dicts and lists, without its ``None`` fields.
+def _fields(value: Any) -> dict[str, Any]:
+    """A graph_builder object's fields without its ``None`` ones, for the JSON encoder (its ``default``).
 
-    Twice as fast as :func:`dataclasses.asdict`, which deep-copies every leaf.
+    The encoder walks the objects itself, so a node is encoded without first
+    being copied into dicts (as :func:`dataclasses.asdict` would, five times slower).
     """
-    if hasattr(value, "__dataclass_fields__"):
-        return {name: _plain(item) for name, item in value.__dict__.items() if item is not None}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if isinstance(value, dict):
-        return {name: _plain(item) for name, item in value.items()}
-    return value
+    try:
+        fields = vars(value)
+    except TypeError:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable") from None
+    return {name: item for name, item in fields.items() if item is not None}
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_fields)
 _BATCH = 1024
 
 
@@ -334,8 +344,8 @@ def generate_model_explorer(
     """
     collection = to_model_explorer(source, options, label=label)
     (graph,) = collection.graphs
-    head = _plain(graph)
-    nodes = head.pop("nodes")
+    nodes = graph.nodes
+    head = {name: value for name, value in vars(graph).items() if name != "nodes" and value is not None}
     yield f'{{"label":{_ENCODER.encode(collection.label)},"graphSorting":{_ENCODER.encode(collection.graphSorting)},'
     yield f'"graphs":[{_ENCODER.encode(head)[:-1]},"nodes":['
     for start in range(0, len(nodes), _BATCH):
@@ -448,19 +458,19 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
         elif largest > 0:
             results[node_id] = node_data.NodeDataResult(value=math.log10(largest))
     if metric == "non_finite":
-        colours = dict(
-            thresholds=[
+        colours = {
+            "thresholds": [
                 node_data.ThresholdItem(value=0, bgColor=GRAD_COLORS[0]),
                 node_data.ThresholdItem(value=1, bgColor=GRAD_BAD_COLOR, textColor="#ffffff"),
             ]
-        )
+        }
     else:
         last = len(GRAD_COLORS) - 1
-        colours = dict(
-            gradient=[
+        colours = {
+            "gradient": [
                 node_data.GradientItem(stop=step / last, bgColor=colour, textColor="#ffffff" if step > last // 2 else None)
                 for step, colour in enumerate(GRAD_COLORS)
             ]
-        )
+        }
     graph_data = node_data.GraphNodeData(results=results, name=f"gradient {metric}", **colours)
     return node_data.ModelNodeData(graphsData={GRAPH_ID: graph_data})
