@@ -90,13 +90,13 @@ def stacked_model(blocks: int) -> nn.Sequential:
     return nn.Sequential(*stages)
 
 
-def timed(function: Callable[[], Any]) -> tuple[Any, float]:
-    """``function()`` and its wall time, with the cyclic GC paused as gradexport's export functions run writers."""
+def timed(function: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
+    """``function()`` and its wall and CPU time, with the cyclic GC paused as gradexport's export functions run writers."""
     gc.collect()
     with gc_paused():
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         value = function()
-        return value, time.perf_counter() - start
+        return value, {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
 
 
 def measure_writing(blocks: int, folder: Path) -> dict[str, Any]:
@@ -169,13 +169,21 @@ def measure_opening(path: Path, nodes: int, screenshot: Path | None) -> dict[str
                     raise TimeoutError("Model Explorer did not report the graph within 10 minutes")
                 page.wait_for_timeout(100)
             row["graph_loaded"] = time.perf_counter() - start
+            layers = re.search(r"\nlayer count\s+(\d+)\n", page.evaluate("document.body.innerText"))
+            row["layers"] = int(layers.group(1)) if layers else 0
             page.wait_for_timeout(2000)  # let the first layout settle for the picture
             if screenshot is not None:
                 page.screenshot(path=str(screenshot))
             context.close()
     finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=30)
+        process.send_signal(signal.SIGINT)  # Ctrl+C, as a user stops it
+        stopping = time.perf_counter()
+        try:
+            process.wait(timeout=300)
+            row["stop_after_ctrl_c"] = time.perf_counter() - stopping
+        except subprocess.TimeoutExpired:
+            process.kill()
+            row["stop_after_ctrl_c"] = None
     row["requests_off_machine_aborted"] = len(outside)
     return row
 
@@ -198,11 +206,12 @@ def markdown(result: dict[str, Any]) -> str:
             f"The graph: {w['nodes']:,} nodes, {w['edges']:,} edges, {w['layers']:,} modules with nodes "
             f"(`benchmarks/model_explorer.py`: `Linear` + `ReLU` blocks in stages of groups, three levels of layers). "
             "Each step runs with Python's cyclic GC paused, as `gradexport.write` and the `to_*` functions run the "
-            "writers; wall time on a machine shared with other jobs."
+            f"writers. The machine was shared with other jobs (load average {result['load']:.1f} on "
+            f"{os.cpu_count()} cores at the start): wall times are inflated, CPU times less so."
         ),
         "",
-        "| step | seconds | per node |",
-        "|---|--:|--:|",
+        "| step | wall s | CPU s | CPU per node |",
+        "|---|--:|--:|--:|",
     ]
     for name, label in [
         ("to_networkx", "`to_networkx(loss, module=model)` (for reference)"),
@@ -213,7 +222,7 @@ def markdown(result: dict[str, Any]) -> str:
         ("record_gradients", "`record_gradients(loss, module=model)` (for reference)"),
         ("gradient_node_data", "`gradient_node_data(graph).to_json_string()`"),
     ]:
-        lines.append(f"| {label} | {w[name]:.2f} | {per_node(w[name])} |")
+        lines.append(f"| {label} | {w[name]['wall']:.2f} | {w[name]['cpu']:.2f} | {per_node(w[name]['cpu'])} |")
     lines += [
         "",
         (
@@ -233,7 +242,11 @@ def markdown(result: dict[str, Any]) -> str:
             "|---|--:|",
             f"| server up and printing its address | {o['server_start']:.1f} |",
             f"| page loaded (`load` event) | {o['page_load']:.1f} |",
-            f"| Model Explorer reports {w['nodes']:,} op nodes (file read, parsed, graph processed, top level laid out) | {o['graph_loaded']:.1f} |",
+            (
+                f"| Model Explorer reports {w['nodes']:,} op nodes and {o['layers']:,} layers (file read, parsed, "
+                f"graph processed, top level laid out) | {o['graph_loaded']:.1f} |"
+            ),
+            f"| server stopped after Ctrl+C (SIGINT) | {o['stop_after_ctrl_c']:.1f} |",
             "",
             (
                 f"Requests off 127.0.0.1, aborted: {o['requests_off_machine_aborted']} (web fonts the page names; "
@@ -260,6 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{os.cpu_count()} × {platform.processor() or platform.machine()}",
+        "load": os.getloadavg()[0],
         "python": platform.python_version(),
         "torch": torch.__version__,
         "model_explorer": model_explorer.__version__,

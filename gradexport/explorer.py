@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import socket
 import sys
@@ -60,6 +61,9 @@ __all__ = ["free_port", "serve_model_explorer", "show_model_explorer"]
 
 #: How long :func:`serve_model_explorer` waits for a server it starts in the background.
 START_TIMEOUT_S = 60
+
+#: Characters that the web app would not escape in the query string it reads a file with.
+_UNSAFE_IN_QUERY = re.compile(r"[&#%+?;]")
 
 #: Model Explorer's answer to its version check when there is nothing to report.
 _NO_NEW_VERSION = {"version": "", "runningVersion": "", "releaseUrl": "", "desktopAppUrl": ""}
@@ -155,6 +159,13 @@ def serve_model_explorer(
         path = Path(graph).expanduser().resolve()
         if not path.is_file():
             raise FileNotFoundError(f"no Model Explorer graph file at {str(path)!r}")
+        if path.suffix != ".json":
+            raise ValueError(f"Model Explorer reads graphs from files ending in .json (as {EXTENSION}), not {path.name!r}")
+        if _UNSAFE_IN_QUERY.search(str(path)):
+            # The page asks the server for the file with its path in a query string, unescaped.
+            folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+            (Path(folder) / f"graph{EXTENSION}").symlink_to(path)
+            path = Path(folder) / f"graph{EXTENSION}"
     else:
         folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
         path = Path(folder) / f"graph{EXTENSION}"

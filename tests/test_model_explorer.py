@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import socket
 import subprocess
 import sys
 from collections import Counter
@@ -245,3 +246,22 @@ def test_importing_gradexport_does_not_import_model_explorer() -> None:
     code = "import sys, gradexport, gradexport.explorer, gradexport.formats.model_explorer; print('model_explorer' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert result.stdout.strip() == "False"
+
+
+@needs_explorer
+def test_serve_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
+    from gradexport.explorer import serve_model_explorer
+
+    with pytest.raises(FileNotFoundError, match="no Model Explorer graph file"):
+        serve_model_explorer(tmp_path / "missing.me.json", open_browser=False)
+    other = tmp_path / "graph.dot"
+    other.write_text("digraph {}")
+    with pytest.raises(ValueError, match=r"ending in \.json"):
+        serve_model_explorer(other, open_browser=False)
+    path = tmp_path / "graph.me.json"
+    write_model_explorer(build("blog_multiply_then_sum"), path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError, match="is in use"):
+            serve_model_explorer(path, port=taken.getsockname()[1], open_browser=False)
