@@ -45,7 +45,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import torch
 from torch import nn
@@ -59,15 +58,14 @@ from gradexport.formats.model_explorer import (
     write_model_explorer,
 )
 from gradexport.graph import GraphStream, gc_paused
+from tests.browser_fixtures import CHROMIUM, CHROMIUM_ARGS, block_outside
 
 RESULTS = Path(__file__).parent / "results"
 NODES_PER_BLOCK = 5
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
+# A child of a shell's background job inherits SIGINT ignored: restore Ctrl+C, which stops the server.
 SERVE = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import sys
 from gradexport.explorer import serve_model_explorer
 serve_model_explorer(sys.argv[1], port=int(sys.argv[2]), open_browser=False)
@@ -143,21 +141,12 @@ def measure_opening(path: Path, nodes: int, screenshot: Path | None) -> dict[str
         if line.startswith(f"http://127.0.0.1:{port}/?data="):
             url = line.strip()
     row: dict[str, Any] = {"server_start": time.perf_counter() - started}
-    outside: list[str] = []
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
             context = playwright.chromium.launch_persistent_context(
                 user_data_dir=profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
             )
-
-            def only_local(route: Any) -> None:
-                if urlsplit(route.request.url).hostname == "127.0.0.1":
-                    route.continue_()
-                else:
-                    outside.append(route.request.url)
-                    route.abort()
-
-            context.route("**/*", only_local)
+            outside = block_outside(context)
             page = context.new_page()
             page.set_viewport_size({"width": 1400, "height": 900})
             start = time.perf_counter()
@@ -246,7 +235,7 @@ def markdown(result: dict[str, Any]) -> str:
                 f"| Model Explorer reports {w['nodes']:,} op nodes and {o['layers']:,} layers (file read, parsed, "
                 f"graph processed, top level laid out) | {o['graph_loaded']:.1f} |"
             ),
-            f"| server stopped after Ctrl+C (SIGINT) | {o['stop_after_ctrl_c']:.1f} |",
+            f"| server stopped after Ctrl+C (SIGINT) | {'did not stop' if o['stop_after_ctrl_c'] is None else format(o['stop_after_ctrl_c'], '.1f')} |",
             "",
             (
                 f"Requests off 127.0.0.1, aborted: {o['requests_off_machine_aborted']} (web fonts the page names; "

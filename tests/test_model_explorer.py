@@ -265,3 +265,22 @@ def test_serve_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
         taken.listen()
         with pytest.raises(OSError, match="is in use"):
             serve_model_explorer(path, port=taken.getsockname()[1], open_browser=False)
+
+
+@needs_explorer
+def test_a_folded_module_sits_in_its_parents_layer(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()), torch.nn.Linear(4, 1))
+    with gradexport.capture_modules():
+        out = model(torch.randn(2, 3))
+    folded = gradexport.collapse(gradexport.to_networkx(out.sum(), module=model), depth=2)
+    (me_graph,) = written(folded, tmp_path).graphs
+    nodes = {node.id: node for node in me_graph.nodes}
+    for node_id, data in folded.nodes(data=True):
+        assert decoded(nodes[node_id].attrs, data) == data
+        if data["kind"] == "module":
+            parent, _, name = data["module"].rpartition(".")
+            assert (nodes[node_id].label, nodes[node_id].namespace) == (name, parent.replace(".", "/"))
+    assert any(data["kind"] == "module" and "." in data["module"] for _, data in folded.nodes(data=True))
+    edges = Counter((edge.sourceNodeId, node.id, edge.sourceNodeOutputId) for node in me_graph.nodes for edge in node.incomingEdges)
+    assert edges == Counter((u, v, str(key)) for u, v, key in folded.edges(keys=True))

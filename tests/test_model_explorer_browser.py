@@ -47,7 +47,10 @@ ARTIFACTS = REPO / "out" / "artifacts"
 #: How long the server may take to start and the page to load the graph.
 LOAD_TIMEOUT_S = 60
 
+# A child of a shell's background job inherits SIGINT ignored: restore Ctrl+C, which stops the server.
 SERVE = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import pickle, sys
 from gradexport.explorer import serve_model_explorer
 with open(sys.argv[1], "rb") as file:
