@@ -150,6 +150,7 @@ def serve_model_explorer(
     Raises:
         ModelExplorerNotInstalledError: Model Explorer is not installed.
         FileNotFoundError: ``graph`` is a path that does not exist.
+        ValueError: ``graph`` is a path whose name does not end in ``.json``.
         OSError: ``port`` is in use.
         TimeoutError: with ``block=False``, the server did not answer in time.
     """

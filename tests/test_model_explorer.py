@@ -284,3 +284,11 @@ def test_a_folded_module_sits_in_its_parents_layer(tmp_path: Path) -> None:
     assert any(data["kind"] == "module" and "." in data["module"] for _, data in folded.nodes(data=True))
     edges = Counter((edge.sourceNodeId, node.id, edge.sourceNodeOutputId) for node in me_graph.nodes for edge in node.incomingEdges)
     assert edges == Counter((u, v, str(key)) for u, v, key in folded.edges(keys=True))
+
+
+@needs_explorer
+def test_the_benchmark_script_runs() -> None:
+    command = [sys.executable, "-m", "benchmarks.model_explorer", "--blocks", "20", "--no-browser", "--no-save"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
+    assert "| `write_model_explorer(graph, path)`: the `.me.json` file |" in result.stdout
+    assert "written from the stream it is byte for byte the same" in result.stdout
