@@ -9,6 +9,7 @@ A screenshot is kept in ``out/artifacts/``.
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import os
@@ -183,13 +184,15 @@ def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any
         page.wait_for_timeout(250)
     assert rows == top_nodes | top_layers
 
-    # The WebGL canvas has drawn something: the layers' label text lies on it.
-    canvas_size = page.evaluate(
-        "Math.max(0, ...[...document.querySelectorAll('canvas')].map(c => c.width * c.height))"
-    )
-    assert canvas_size > 100_000
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "model-explorer.png"))
+    # The WebGL canvas drew the graph: alone on the page (every other element hidden), it is not one colour.
+    canvas = page.locator("canvas").first
+    assert canvas.bounding_box()["width"] * canvas.bounding_box()["height"] > 100_000
+    page.add_style_tag(content="* { visibility: hidden !important } canvas { visibility: visible !important }")
+    png = base64.b64encode(canvas.screenshot()).decode("ascii")
+    drawn = page.evaluate(DRAWN_PIXELS, f"data:image/png;base64,{png}")
+    assert drawn > 0.01, f"only {drawn:.2%} of the canvas differs from its background"
     page.close()
 
     # Nothing left the machine: the page asked only for web fonts (aborted; local fonts stand in),
@@ -205,6 +208,25 @@ def root_level_rows(text: str) -> set[str]:
         return set()
     section = text.split("Root-level nodes stats", 1)[1].split("\nNode data", 1)[0]
     return set(re.findall(r"^\d+\t([^\t\n]+)\t", section, flags=re.MULTILINE))
+
+
+#: The share of an image's pixels that differ from its most common colour (the background).
+DRAWN_PIXELS = """
+async (source) => {
+  const image = new Image();
+  image.src = source;
+  await image.decode();
+  const scratch = document.createElement('canvas');
+  scratch.width = image.width;
+  scratch.height = image.height;
+  const context = scratch.getContext('2d');
+  context.drawImage(image, 0, 0);
+  const pixels = new Uint32Array(context.getImageData(0, 0, image.width, image.height).data.buffer);
+  const counts = new Map();
+  for (const pixel of pixels) counts.set(pixel, (counts.get(pixel) || 0) + 1);
+  return 1 - Math.max(...counts.values()) / pixels.length;
+}
+"""
 
 
 def test_ctrl_c_stops_the_server_and_removes_its_file(served: dict[str, Any]) -> None:
