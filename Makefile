@@ -19,7 +19,7 @@ system-deps:
 
 $(PYTHON_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH)" -e ".[svg,test,docs,bench]"
+	$(PY) -m pip install --quiet "$(TORCH)" -e ".[svg,test,docs,bench,explorer]"
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json

@@ -7,20 +7,14 @@ import http.server
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
+from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
 from site_fixtures import BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 #: How long mermaid.js may take to draw a page's diagrams.
 RENDER_TIMEOUT_S = 30
 
@@ -40,22 +34,6 @@ def site_url(built_site: BuiltSite) -> Iterator[str]:
     server.shutdown()
     thread.join()
     server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    with sync_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            user_data_dir=str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=CHROMIUM_ARGS,
-        )
-        yield context
-        context.close()
 
 
 def _walk(node: dict[str, Any], in_shadow: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:
@@ -101,16 +79,7 @@ def site_pages(site: BuiltSite) -> list[str]:
 
 
 def test_every_page_renders_offline_without_errors(built_site, site_url, browser):
-    outside: list[str] = []
-
-    def only_local(route: Any) -> None:
-        if urlsplit(route.request.url).hostname == "127.0.0.1":
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    browser.route("**/*", only_local)
+    outside = block_outside(browser)
     problems: list[str] = []
     pages = site_pages(built_site)
     assert len(pages) >= 10

@@ -1,0 +1,294 @@
+"""The Model Explorer format: read back through Model Explorer's own classes, every node and both indices of every edge are the graph model's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import socket
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from cases import CASES
+
+import gradexport
+from gradexport.formats.labels import DiagramOptions
+from gradexport.formats.model_explorer import (
+    EXTENSION,
+    GRAPH_ID,
+    ModelExplorerNotInstalledError,
+    gradient_node_data,
+    to_model_explorer,
+    write_model_explorer,
+)
+from gradexport.graph import GraphStream
+
+REPO = Path(__file__).resolve().parents[1]
+
+needs_explorer = pytest.mark.skipif(
+    importlib.util.find_spec("model_explorer") is None,
+    reason="Model Explorer is not installed (pip install gradexport[explorer]; make setup installs it)",
+)
+
+
+def read_back(path: Path) -> Any:
+    """The written file as Model Explorer's GraphCollection, checked field by field against its dataclasses."""
+    dacite = pytest.importorskip("dacite")
+    from model_explorer.graph_builder import GraphCollection
+
+    data = json.loads(path.read_text(encoding="ascii"))
+    return dacite.from_dict(GraphCollection, data, config=dacite.Config(strict=True))
+
+
+def decoded(attrs: list[Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """KeyValues back to values: a reference string compares as text, anything else as JSON."""
+    values = {item.key: item.value for item in attrs}
+    assert len(values) == len(attrs), "a key appears twice"
+    return {key: text if isinstance(reference.get(key), str) else json.loads(text) for key, text in values.items()}
+
+
+def build(name: str, **model: Any) -> Any:
+    case = CASES[name]()
+    return gradexport.to_networkx(case.roots, params=case.params or None, module=case.module, **model)
+
+
+def written(graph: Any, tmp_path: Path, options: DiagramOptions | None = None) -> Any:
+    path = tmp_path / f"graph{EXTENSION}"
+    write_model_explorer(graph, path, options)
+    return read_back(path)
+
+
+@needs_explorer
+@pytest.mark.parametrize("show_none", [False, True])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_round_trip_every_node_and_edge(name: str, show_none: bool, tmp_path: Path) -> None:
+    graph = build(name, show_none=show_none, edge_metadata=True)
+    (me_graph,) = written(graph, tmp_path).graphs
+    assert me_graph.id == GRAPH_ID
+    nodes = {node.id: node for node in me_graph.nodes}
+    assert list(nodes) == list(graph.nodes)
+    for node_id, attributes in graph.nodes(data=True):
+        node = nodes[node_id]
+        assert decoded(node.attrs, attributes) == attributes
+        assert node.namespace == attributes.get("module", "").replace(".", "/") or attributes["kind"] == "none"
+    edges = Counter(
+        (edge.sourceNodeId, node.id, int(edge.sourceNodeOutputId), int(edge.targetNodeInputId))
+        for node in me_graph.nodes
+        for edge in node.incomingEdges
+    )
+    assert edges == Counter((u, v, key, data["input_nr"]) for u, v, key, data in graph.edges(keys=True, data=True))
+    for u, v, key, data in graph.edges(keys=True, data=True):
+        extra = {name: value for name, value in data.items() if name not in ("next_index", "input_nr")}
+        assert data["next_index"] == key
+        items = [item for item in nodes[u].outputsMetadata if item.id == str(key)]
+        if not extra:  # a node type without _input_metadata: nothing but the indices
+            assert items == []
+            continue
+        (item,) = items
+        values = decoded(item.attrs, {**extra, "tensor_shape": "text"})
+        if "shape" in extra:
+            shape = ", ".join(map(str, data["shape"]))
+            assert values.pop("tensor_shape") == f"{data['dtype']}[{shape}]"
+        assert values == extra
+    assert me_graph.groupNodeAttributes[""] == {
+        name: value if isinstance(value, str) else json.dumps(value, sort_keys=True) for name, value in graph.graph.items()
+    }
+
+
+def outgoing(me_graph: Any, source: str) -> list[tuple[int, str, int]]:
+    labels = {node.id: node.label for node in me_graph.nodes}
+    return sorted(
+        (int(edge.sourceNodeOutputId), labels[node.id], int(edge.targetNodeInputId))
+        for node in me_graph.nodes
+        for edge in node.incomingEdges
+        if edge.sourceNodeId == source
+    )
+
+
+@needs_explorer
+@pytest.mark.parametrize("name", ["add_to_itself", "blog_unbind_then_add"])
+def test_parallel_edges_are_next_functions(name: str, tmp_path: Path) -> None:
+    case = CASES[name]()
+    graph = gradexport.to_networkx(case.roots, params=case.params)
+    (me_graph,) = written(graph, tmp_path).graphs
+    grad_fn = case.roots.grad_fn
+    expected = sorted((i, type(child).__name__, k) for i, (child, k) in enumerate(grad_fn.next_functions) if child is not None)
+    # A leaf's label is its parameter name, not AccumulateGrad.
+    expected = [(i, ", ".join(case.params) if op == "AccumulateGrad" else op, k) for i, op, k in expected]
+    assert len(expected) == 2 and expected[0][1] == expected[1][1]
+    assert outgoing(me_graph, "n1") == expected
+
+
+@needs_explorer
+def test_none_slots_follow_show_none(tmp_path: Path) -> None:
+    case = CASES["none_slot"]()
+    positions: dict[str, list[int]] = {}
+    stack, seen = [case.roots.grad_fn], {case.roots.grad_fn}
+    while stack:  # every Node, from torch's own next_functions
+        node = stack.pop()
+        positions[type(node).__name__] = [i for i, (child, _) in enumerate(node.next_functions) if child is None]
+        for child, _ in node.next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                stack.append(child)
+    assert any(positions.values())
+    traced = gradexport.to_networkx(case.roots, params=case.params, show_none=True)
+    plain = gradexport.to_networkx(case.roots, params=case.params)
+
+    def none_edges(me_graph: Any) -> list[tuple[str, int, str]]:
+        labels = {node.id: node.label for node in me_graph.nodes}
+        namespaces = {node.id: node.namespace for node in me_graph.nodes}
+        found = []
+        for node in me_graph.nodes:
+            if node.label == "None":
+                (edge,) = node.incomingEdges
+                assert edge.targetNodeInputId == "0" and namespaces[edge.sourceNodeId] == node.namespace
+                found.append((labels[edge.sourceNodeId], int(edge.sourceNodeOutputId)))
+        return sorted(found)
+
+    expected = sorted((op, slot) for op, slots in positions.items() for slot in slots)
+    for graph, options in [(traced, None), (traced, DiagramOptions(show_none=True)), (plain, DiagramOptions(show_none=True))]:
+        assert none_edges(written(graph, tmp_path, options).graphs[0]) == expected
+    for graph, options in [(plain, None), (traced, DiagramOptions(show_none=False)), (plain, DiagramOptions(show_none=False))]:
+        me_graph = written(graph, tmp_path, options).graphs[0]
+        assert none_edges(me_graph) == []
+        ids = {node.id for node in me_graph.nodes}
+        assert all(edge.sourceNodeId in ids for node in me_graph.nodes for edge in node.incomingEdges)
+
+
+@needs_explorer
+def test_modules_become_nested_layers(tmp_path: Path) -> None:
+    graph = build("mlp_tied")
+    graph.graph["module_classes"] = {"": "TiedMLP", "hidden": "Linear"}
+    (me_graph,) = written(graph, tmp_path).graphs
+    modules = {data["module"] for _, data in graph.nodes(data=True) if data.get("module")}
+    assert {"embed", "hidden", "out"} <= modules
+    groups = me_graph.groupNodeAttributes
+    assert {namespace for namespace in groups if namespace} == {module.replace(".", "/") for module in modules}
+    assert groups["hidden"] == {"module": "hidden", "class": "Linear"}
+    assert groups[""]["class"] == "TiedMLP"
+
+
+@needs_explorer
+def test_a_stream_writes_the_same_file(tmp_path: Path) -> None:
+    case = CASES["multihead_attention"]()
+    graph_path, stream_path = tmp_path / "graph.me.json", tmp_path / "stream.me.json"
+    write_model_explorer(gradexport.to_networkx(case.roots, module=case.module), graph_path)
+    write_model_explorer(GraphStream(case.roots, module=case.module), stream_path)
+    assert graph_path.read_bytes() == stream_path.read_bytes()
+
+
+@needs_explorer
+def test_names_with_any_character_survive(tmp_path: Path) -> None:
+    x = torch.ones(2, requires_grad=True)
+    name = 'a"b\\c\n\u00e9\ud800'
+    graph = gradexport.to_networkx((x * 2).sum(), params={name: x})
+    path = tmp_path / "graph.me.json"
+    write_model_explorer(graph, path)
+    path.read_text(encoding="ascii")
+    (leaf,) = [node for node in json.loads(path.read_text())["graphs"][0]["nodes"] if node["id"] == "n3"]
+    assert json.loads({item["key"]: item["value"] for item in leaf["attrs"]}["names"]) == [name]
+    assert "\n" not in leaf["label"]
+
+
+@needs_explorer
+def test_gradient_node_data_is_torch_gradients() -> None:
+    x = torch.tensor([3.0, 4.0], requires_grad=True)
+    w = torch.tensor([0.0, 1.0], requires_grad=True)
+    graph = gradexport.record_gradients((x * 10).sum() + w.sqrt().sum(), params={"x": x, "w": w})
+    leaf = {data["names"][0]: node for node, data in graph.nodes(data=True) if data["kind"] == "leaf"}
+    assert not torch.isfinite(w.grad).all()
+
+    norms = gradient_node_data(graph, "norm").graphsData[GRAPH_ID]
+    assert norms.results[leaf["x"]].value == pytest.approx(x.grad.norm().item())
+    assert leaf["w"] not in norms.results
+    logs = gradient_node_data(graph, "log10_norm").graphsData[GRAPH_ID]
+    assert logs.results[leaf["x"]].value == pytest.approx(math.log10(x.grad.norm().item()))
+    assert norms.gradient and logs.gradient  # Model Explorer's colour scale
+    flags = gradient_node_data(graph, "non_finite").graphsData[GRAPH_ID]
+    assert flags.results[leaf["w"]].value == 1 and flags.results[leaf["x"]].value == 0
+    assert set(flags.results) == set(graph.nodes)
+
+    text = gradient_node_data(graph, "norm").to_json_string()  # Model Explorer's own serialisation
+    assert set(json.loads(text)[GRAPH_ID]["results"]) == set(norms.results)
+
+
+@needs_explorer
+def test_gradient_node_data_needs_gradients() -> None:
+    with pytest.raises(ValueError, match="record_gradients"):
+        gradient_node_data(build("blog_multiply_then_sum"))
+    x = torch.ones(1, requires_grad=True)
+    with pytest.raises(ValueError, match="metric must be one of"):
+        gradient_node_data(gradexport.record_gradients(x * 2), "mean")
+
+
+def test_without_model_explorer_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "model_explorer", None)  # what a missing package looks like to import
+    graph = build("blog_multiply_then_sum")
+    with pytest.raises(ModelExplorerNotInstalledError, match=r"pip install gradexport\[explorer\]"):
+        to_model_explorer(graph)
+    with pytest.raises(ImportError, match=r"pip install gradexport\[explorer\]"):
+        write_model_explorer(graph, tmp_path / "graph.me.json")
+    assert not (tmp_path / "graph.me.json").exists()
+    from gradexport.explorer import serve_model_explorer
+
+    with pytest.raises(ModelExplorerNotInstalledError):
+        serve_model_explorer(graph, open_browser=False)
+    gradexport.write(graph, tmp_path, "json")  # everything else works
+
+
+def test_importing_gradexport_does_not_import_model_explorer() -> None:
+    code = "import sys, gradexport, gradexport.explorer, gradexport.formats.model_explorer; print('model_explorer' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert result.stdout.strip() == "False"
+
+
+@needs_explorer
+def test_serve_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
+    from gradexport.explorer import serve_model_explorer
+
+    with pytest.raises(FileNotFoundError, match="no Model Explorer graph file"):
+        serve_model_explorer(tmp_path / "missing.me.json", open_browser=False)
+    other = tmp_path / "graph.dot"
+    other.write_text("digraph {}")
+    with pytest.raises(ValueError, match=r"ending in \.json"):
+        serve_model_explorer(other, open_browser=False)
+    path = tmp_path / "graph.me.json"
+    write_model_explorer(build("blog_multiply_then_sum"), path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError, match="is in use"):
+            serve_model_explorer(path, port=taken.getsockname()[1], open_browser=False)
+
+
+@needs_explorer
+def test_a_folded_module_sits_in_its_parents_layer(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()), torch.nn.Linear(4, 1))
+    with gradexport.capture_modules():
+        out = model(torch.randn(2, 3))
+    folded = gradexport.collapse(gradexport.to_networkx(out.sum(), module=model), depth=2)
+    (me_graph,) = written(folded, tmp_path).graphs
+    nodes = {node.id: node for node in me_graph.nodes}
+    for node_id, data in folded.nodes(data=True):
+        assert decoded(nodes[node_id].attrs, data) == data
+        if data["kind"] == "module":
+            parent, _, name = data["module"].rpartition(".")
+            assert (nodes[node_id].label, nodes[node_id].namespace) == (name, parent.replace(".", "/"))
+    assert any(data["kind"] == "module" and "." in data["module"] for _, data in folded.nodes(data=True))
+    edges = Counter((edge.sourceNodeId, node.id, edge.sourceNodeOutputId) for node in me_graph.nodes for edge in node.incomingEdges)
+    assert edges == Counter((u, v, str(key)) for u, v, key in folded.edges(keys=True))
+
+
+@needs_explorer
+def test_the_benchmark_script_runs() -> None:
+    command = [sys.executable, "-m", "benchmarks.model_explorer", "--blocks", "20", "--no-browser", "--no-save"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
+    assert "| `write_model_explorer(graph, path)`: the `.me.json` file |" in result.stdout
+    assert "written from the stream it is byte for byte the same" in result.stdout
