@@ -9,7 +9,7 @@ Example:
 """
 
 from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
-from .export import to_dot, to_json, to_mermaid, to_pydot, to_svg, write
+from .export import to_dot, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .flow import record_gradients
 from .formats import (
     GraphFormatError,
@@ -69,6 +69,7 @@ __all__ = [
     "to_dot",
     "to_json",
     "to_mermaid",
+    "to_model_explorer",
     "to_pydot",
     "to_svg",
     "write",

@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from .export import write
+from .export import prepare, write
 from .formats.registry import DEFAULT_FORMATS, FORMATS, parse_formats
 from .modules import capture_modules
 from .options import ExportOptions
@@ -346,12 +346,12 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     try:
         if args.model_explorer:
             from .explorer import serve_model_explorer
-            from .graph import to_networkx
 
-            graph = to_networkx(roots, params=params, module=module, **_trace_keywords(args.options))
+            keywords = {"params": params, "module": module, **args.options}
+            source, options = prepare(roots, ["model-explorer"], keywords, caller="view", whole=True)  # type: ignore[arg-type]
             del roots
             bar.close()
-            serve_model_explorer(graph, open_browser=not args.no_open)  # serves until Ctrl+C, printing its address
+            serve_model_explorer(source.graph, open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
             return 0, []
         page = Path(args.output) if args.output else Path(f"{stem}.html")
         paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)
@@ -363,15 +363,6 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     if not args.no_open:
         webbrowser.open(address)
     return 0, [str(paths["html"]) if args.no_open else f"opened {address}"]
-
-
-def _trace_keywords(options: Mapping[str, Any]) -> dict[str, Any]:
-    """What of the typed options shapes a trace, as :func:`gradexport.to_networkx` takes it."""
-    return {
-        "show_none": bool(options.get("show_none")),
-        "saved": bool(options.get("show_saved")),
-        "edge_metadata": bool(options.get("edge_metadata") or options.get("edge_shapes")),
-    }
 
 
 def _check(argv: Sequence[str]) -> int:

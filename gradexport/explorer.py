@@ -45,7 +45,7 @@ from typing import Any
 
 import networkx as nx
 
-from .formats.labels import DiagramOptions
+from .options import DiagramOptions
 from .formats.model_explorer import (
     EXTENSION,
     GRADIENT_METRICS,

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Union
 
 import networkx as nx
 
-from .formats import dot
+from .formats import dot, model_explorer
 from .formats.files import StagedFiles
 from .formats.registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats
 from .formats.source import Source
@@ -63,9 +63,10 @@ from .simplify import collapse
 
 if TYPE_CHECKING:
     import pydot
+    from model_explorer.graph_builder import GraphCollection
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_json", "to_mermaid", "to_pydot", "to_svg", "write"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
@@ -177,6 +178,20 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
     """
     return _text("json", graph_or_roots, options)
+
+
+def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphCollection:
+    """The graph built with Google Model Explorer's own classes (``pip install gradexport[explorer]``).
+
+    See :mod:`gradexport.formats.model_explorer` for the mapping; ``write(...,
+    formats="model-explorer")`` writes the file Model Explorer loads.
+
+    Raises:
+        ModelExplorerNotInstalledError: the ``explorer`` extra is not installed.
+    """
+    source, export_options = prepare(graph_or_roots, ["model-explorer"], options, caller="to_model_explorer")
+    with gc_paused():
+        return model_explorer.to_model_explorer(source, export_options.diagram)
 
 
 def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:

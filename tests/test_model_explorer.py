@@ -17,7 +17,7 @@ import torch
 from cases import CASES
 
 import gradexport
-from gradexport.formats.labels import DiagramOptions
+from gradexport.options import DiagramOptions
 from gradexport.formats.model_explorer import (
     EXTENSION,
     GRAPH_ID,

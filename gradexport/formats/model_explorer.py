@@ -75,15 +75,9 @@ from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 from .files import atomic_open
-from .labels import (
-    GRAD_BAD_COLOR,
-    GRAD_COLORS,
-    NODE_STYLES,
-    DiagramOptions,
-    _is_bad,
-    element_id,
-    printable,
-)
+from ..options import DiagramOptions
+from .labels import element_id, printable
+from .styles import GRAD_BAD_COLOR, GRAD_COLORS, NODE_STYLES, is_bad
 from .source import GraphSource, adjacency, graph_attributes
 
 if TYPE_CHECKING:
@@ -399,7 +393,7 @@ def _received(source: GraphSource) -> dict[str, list[Mapping[str, Any]]]:
 
 
 def _finite_norm(grad: Mapping[str, Any]) -> float | None:
-    return None if "norm" not in grad or _is_bad(grad) else float(grad["norm"])
+    return None if "norm" not in grad or is_bad(grad) else float(grad["norm"])
 
 
 def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> ModelNodeData:

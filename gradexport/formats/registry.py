@@ -39,7 +39,7 @@ from typing import IO
 import networkx as nx
 
 from ..options import ExportOptions
-from . import dot, json, mermaid, svg
+from . import dot, json, mermaid, model_explorer, svg
 from .source import Source
 
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "register"]
@@ -194,6 +194,17 @@ register(
         "the graph model as node-link JSON (gradexport.from_json reads it back)",
         text=lambda source, options: json.to_json(source),
         write=lambda source, file, options: json.write_json(source, file),
+        diagram=False,
+    )
+)
+
+register(
+    Format(
+        "model-explorer",
+        model_explorer.EXTENSION,
+        "the graph for Google's Model Explorer (pip install gradexport[explorer])",
+        text=lambda source, options: "".join(model_explorer.generate_model_explorer(source, options.diagram)),
+        write=lambda source, file, options: model_explorer.write_model_explorer(source, file, options.diagram),
         diagram=False,
     )
 )
