@@ -441,7 +441,7 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
     results: dict[str, Any] = {}
     for node_id, grads in received.items():
         if metric == "non_finite":
-            results[node_id] = node_data.NodeDataResult(value=int(any(map(_is_bad, grads))))
+            results[node_id] = node_data.NodeDataResult(value=int(any(map(is_bad, grads))))
             continue
         norms = [norm for norm in map(_finite_norm, grads) if norm is not None]
         if not norms:
