@@ -42,7 +42,11 @@ by key together with ``none_slots`` give back ``next_functions``.
 
 Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 "input_nr"}``; ``input_nr`` is ``None`` for a Node root), ``num_nodes``,
-``num_edges``, ``num_none_slots``.
+``num_edges``, ``num_none_slots``; with ``module=``, ``module_classes``
+(``{qualified name: class name}`` for the model and every submodule,
+``""`` for the model itself: ``{"": "ResNet", "layer1.0": "BasicBlock"}``),
+which module boxes use for their titles. :func:`gradexport.collapse` adds
+``collapsed_depth`` and/or ``collapsed_modules``.
 
 The graph holds no torch objects: it can be pickled, written to JSON and kept
 after the tensors are gone.
@@ -63,9 +67,10 @@ import torch
 from torch.autograd.graph import Node
 
 from .formats.source import Adjacency
-from .modules import module_of, qualified_names
+from .modules import module_classes, module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta, type_name
+from .stack import PROTECT_AT_NODES, protect_deep_free
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -192,7 +197,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None) -> dict[i
         pairs += params.items() if isinstance(params, Mapping) else params
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"to_networkx: params[{name!r}] is a {type(tensor).__name__}, not a tensor")
+            raise TypeError(f"to_networkx: params[{name!r}] is {'an' if type(tensor).__name__[:1].lower() in 'aeiou' else 'a'} {type(tensor).__name__}, not a tensor")
         bucket = names.setdefault(id(tensor), [])
         if name not in bucket:
             bucket.append(name)
@@ -284,14 +289,16 @@ class GraphStream:
         self.caller = caller
         self.names_by_tensor = _leaf_names(params, module)
         self.module_names = qualified_names(module) if module is not None else None
+        #: The graph attributes (see the module docstring), complete once the stream is exhausted.
+        self.graph_attributes: dict[str, Any] = {}
+        if module is not None:
+            self.graph_attributes["module_classes"] = module_classes(module)
         self.leaf_modules = _leaf_modules(module) if module is not None else {}
         self.show_none = show_none
         self.saved = saved
         self.edge_metadata = edge_metadata
         #: Node id of every backward and leaf Node reached so far.
         self.ids: dict[Node, str] = {}
-        #: The graph attributes (see the module docstring), complete once the stream is exhausted.
-        self.graph_attributes: dict[str, Any] = {}
         self.node_count = 0
         self.edge_count = 0
         self.none_slot_count = 0
@@ -392,6 +399,8 @@ class GraphStream:
     def new_id(self) -> str:
         node_id = f"n{self.node_count}"
         self.node_count += 1
+        if self.node_count == PROTECT_AT_NODES:
+            protect_deep_free(PROTECT_AT_NODES)
         return node_id
 
     def discover(self, node: Node) -> str:

@@ -40,7 +40,7 @@ from torch.autograd.graph import Node
 from torch.utils import _pytree as pytree
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
+__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "qualified_names"]
 
 #: Key in ``Node.metadata`` under which the creating module is kept.
 METADATA_KEY = "gradexport.module"
@@ -115,3 +115,13 @@ def qualified_names(model: nn.Module) -> dict[int, str]:
     for name, submodule in model.named_modules(remove_duplicate=False):
         names.setdefault(id(submodule), name)
     return names
+
+
+def module_classes(model: nn.Module) -> dict[str, str]:
+    """``qualified name -> class name`` for ``model`` (``""``) and every submodule, in ``named_modules`` order.
+
+    Example:
+        >>> module_classes(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+        {'': 'Sequential', '0': 'Linear'}
+    """
+    return {name: type(submodule).__name__ for name, submodule in model.named_modules(remove_duplicate=False)}

@@ -89,7 +89,8 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
             items = [(str(index), item) for index, item in enumerate(value)]
         else:
             raise RootError(
-                f"{caller}: root {path!r} is a {type(value).__name__}, not a tensor, grad_fn Node "
+                f"{caller}: root {path!r} is {'an' if type(value).__name__[:1].lower() in 'aeiou' else 'a'} "
+                f"{type(value).__name__}, not a tensor, grad_fn Node "
                 "or GradientEdge; pass the tensor (or a tuple/list/dict of tensors) whose graph you want"
             )
         if not items:

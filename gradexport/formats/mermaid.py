@@ -49,7 +49,7 @@ from .files import atomic_open
 from ..options import DiagramOptions
 from .diagram import DiagramNode, ModuleBoxes, diagram
 from .styles import NODE_STYLES
-from .source import GraphSource
+from .source import GraphSource, Source
 
 __all__ = [
     "LIMITS",
@@ -220,8 +220,9 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
         size += len(line) + found[1] + 1
         return line
 
-    boxes = ModuleBoxes()
-    for node in diagram(graph, options):
+    source = Source.of(graph)
+    boxes = ModuleBoxes(source.graph_attributes.get("module_classes"))
+    for node in diagram(source, options):
         for target, look in node.edges:
             found = edge_texts.get(look.lines)
             if found is None:
