@@ -67,7 +67,7 @@ import torch
 from torch.autograd.graph import Node
 
 from .formats.source import Adjacency
-from .modules import module_classes, module_of, qualified_names
+from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta, type_name
 from .stack import PROTECT_AT_NODES, protect_deep_free
@@ -431,9 +431,9 @@ class GraphStream:
                 attributes["module"] = owner
         elif self.module_names is not None:
             self.backward_count += 1
-            tagged = module_of(node)
-            if tagged is not None and id(tagged) in self.module_names:
-                attributes["module"] = self.module_names[id(tagged)]
+            name = named_module_of(node, self.module_names)
+            if name is not None:
+                attributes["module"] = name
                 self.module_node_count += 1
         if self.saved:
             attributes["saved"] = summarize_saved(node)

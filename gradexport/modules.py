@@ -15,7 +15,12 @@ Where attribution is impossible, nodes carry no ``module``: nodes created
 outside every module (a loss computed after the model), nodes created inside a
 module but not on a path to its outputs (a tensor stashed on ``self``), and
 forward passes run before the capture or on another thread. A ``torch.compile``
-region is one opaque node and gets the module that called it.
+region is one opaque node (``CompiledFunctionBackward``) and gets the module
+that called it: the compiled module (``torch.compile(model)`` gives
+``model``'s own path, ``""``). The hooks stay out of what Dynamo traces, so a
+model compiles into the same graphs with and without the capture; torch
+warns that global hooks fire "an extra time" for the compiled wrapper, which
+is how its region gets its module.
 
 Example:
     >>> import torch, gradexport
@@ -40,7 +45,7 @@ from torch.autograd.graph import Node
 from torch.utils import _pytree as pytree
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "qualified_names"]
+__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
 #: Key in ``Node.metadata`` under which the creating module is kept.
 METADATA_KEY = "gradexport.module"
@@ -67,11 +72,17 @@ def capture_modules() -> Iterator[None]:
     """
     calls = _CallStack()
 
+    # While Dynamo traces a forward (torch.compile), is_compiling() is True and
+    # the hooks do nothing: Dynamo cannot trace the private sequence-number
+    # call or grad_fn, and would split the user's graph there. The compiled
+    # module's wrapper still calls them eagerly, around the whole region, so
+    # its CompiledFunctionBackward is tagged with the module that called it.
     def before(module: nn.Module, args: Any) -> None:
-        calls.starts.append(_next_sequence_nr())
+        if not torch.compiler.is_compiling():
+            calls.starts.append(_next_sequence_nr())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
-        if calls.starts:
+        if calls.starts and not torch.compiler.is_compiling():
             _tag(output, module, calls.starts.pop())
 
     handles: list[RemovableHandle] = [
@@ -104,6 +115,22 @@ def _tag(output: Any, module: nn.Module, start: int) -> None:
 def module_of(node: Node) -> nn.Module | None:
     """The module captured for ``node``, or ``None``."""
     return node.metadata.get(METADATA_KEY)
+
+
+def named_module_of(node: Node, names: dict[int, str]) -> str | None:
+    """The qualified name (from :func:`qualified_names`) of the module captured for ``node``, or ``None``.
+
+    A region of ``torch.compile(model)`` is tagged with the compiled wrapper,
+    which is not among ``model``'s modules: it is named as the module it wraps.
+    """
+    tagged = node.metadata.get(METADATA_KEY)
+    if tagged is None:
+        return None
+    name = names.get(id(tagged))
+    if name is None:
+        wrapped = getattr(tagged, "_orig_mod", None)  # torch.compile's OptimizedModule keeps the original here
+        name = names.get(id(wrapped)) if wrapped is not None else None
+    return name
 
 
 def qualified_names(model: nn.Module) -> dict[int, str]:
