@@ -9,6 +9,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test walks a 10^4 to 10^5-node chain in a fresh interpreter
+
 WALK_AND_DROP = """
 import resource, sys, warnings
 import torch, gradexport
