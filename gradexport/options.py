@@ -198,7 +198,14 @@ class DiagramOptions:
             them by its magnitude on a log scale, NaN or infinity in red.
         group_modules: Draw the nodes of each module (the ``module``
             attribute) inside a box labelled with the module's path, nested
-            as the modules nest: DOT clusters, Mermaid subgraphs.
+            as the modules nest: DOT clusters, Mermaid subgraphs. ``False``
+            draws no boxes and adds the module's path under each op.
+        box_depth: With ``group_modules``, draw boxes only for modules down
+            to this nesting level (0: the model, 1: its children, ...); the
+            nodes of deeper modules sit in their ancestor's box at that
+            level. ``None`` (default) boxes every level. Fewer nested boxes
+            leave Graphviz freer: a ResNet-like CNN's full graph is about 3
+            times narrower with ``box_depth=1``.
     """
 
     direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", "diagram", parse=_direction, flag="--direction", metavar="DIR")
@@ -211,10 +218,15 @@ class DiagramOptions:
     edge_shapes: bool = option(False, "label edges with the gradient's shape (records it from roots)", "diagram", parse=_boolean, flag="--edge-shapes")
     grad_norms: bool = option(True, "label and colour edges by gradient norm when the graph has them", "diagram", parse=_boolean, flag="--grad-norms")
     group_modules: bool = option(True, "draw each module's nodes inside a box named after it", "diagram", parse=_boolean, flag="--group-modules")
+    box_depth: int | None = option(
+        None, "draw module boxes only down to this nesting level (1: the model's children)", "diagram", parse=_depth, flag="--box-depth", metavar="K"
+    )
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+        if self.box_depth is not None and (type(self.box_depth) is not int or self.box_depth < 0):
+            raise ValueError(f"box_depth must be a whole number >= 0 or None, got {self.box_depth!r}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -249,6 +261,7 @@ class ExportKeywords(TypedDict, total=False):
     edge_shapes: bool
     grad_norms: bool
     group_modules: bool
+    box_depth: int | None
     prog: str | os.PathLike[str] | None
 
 

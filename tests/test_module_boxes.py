@@ -266,3 +266,21 @@ def test_folded_module_ids_are_readable_short_and_stable() -> None:
     labels = {node.get_name().strip('"'): label_lines(node.get_label()) for node in parsed.get_subgraphs()[0].get_nodes()}
     assert labels[element_id("module:relu")] == ["relu: ReLU", "folded: 1 node"]  # the stem's one ReluBackward0
     assert labels[element_id("module:layer1")] == ["layer1: Sequential", f"folded: {nodes_under(graph, 'layer1')} nodes"]
+
+
+@needs_dot
+def test_box_depth_boxes_only_the_outer_levels_and_narrows_a_cnn() -> None:
+    model, graph = traced("resnet_like")
+    _, member_of = mermaid_boxes(gradexport.to_mermaid(graph, box_depth=1))
+    for node, data in graph.nodes(data=True):
+        box = expected_box(data)
+        if box is not None:
+            assert member_of[element_id(node)] == expected_title(model, ".".join(box.split(".")[:1])), (node, data)
+
+    def width(**options: object) -> float:
+        svg = ElementTree.fromstring(render_with_dot(gradexport.to_dot(graph, **options)))
+        return float(svg.get("width").removesuffix("pt"))
+
+    assert width(box_depth=1) < width() / 2  # the staircase of nested boxes is gone
+    with pytest.raises(ValueError, match="box_depth must be a whole number >= 0 or None, got -1"):
+        gradexport.to_dot(graph, box_depth=-1)

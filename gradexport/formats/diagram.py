@@ -114,6 +114,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
     show_saved = options.show_saved is not False
     show_module = not options.group_modules
     grouped = options.group_modules
+    box_depth = options.box_depth
     show_none = options.show_none
     hide_none = show_none is False
     edge_shapes = options.edge_shapes
@@ -139,6 +140,8 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
             if signature is not None:
                 node_looks[signature] = look
         group = _group(attributes) if grouped and "module" in attributes else None
+        if box_depth is not None and group:
+            group = ".".join(group.split(".")[:box_depth])
         drawn_none = _drawn_none_slots(attributes, out) if show_none else ()
         edges: list[tuple[str, EdgeLook]] = []
         for target, keyed in out.items():
