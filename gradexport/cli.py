@@ -321,5 +321,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run_with_large_stack(_run, args)
     except KeyboardInterrupt:  # Ctrl-C reaches the main thread, which waits for the worker
-        print(f"{_PROG}: interrupted", file=sys.stderr)
+        print(f"{_PROG}: error: interrupted", file=sys.stderr)
         return 130

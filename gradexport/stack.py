@@ -74,7 +74,8 @@ def run_with_large_stack(function: Callable[..., T], *args: Any, stack_mib: int 
 
     previous = threading.stack_size(stack_mib * 2**20)
     try:
-        thread = threading.Thread(target=target, name="gradexport-large-stack")
+        # A daemon, so that a Ctrl-C on the waiting main thread can end the process.
+        thread = threading.Thread(target=target, name="gradexport-large-stack", daemon=True)
         thread.start()
     finally:
         threading.stack_size(previous)

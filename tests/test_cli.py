@@ -215,6 +215,22 @@ def test_console_script_reports_bad_usage():
     assert result.stderr.startswith("gradexport: error: argument TARGET") and result.stderr.count("\n") == 1
 
 
+def test_ctrl_c_while_the_function_runs_is_one_line_and_exit_130(tmp_path):
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text("import time\n\ndef wait():\n    print('started', flush=True)\n    time.sleep(60)\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradexport", f"{tmp_path / 'slow.py'}:wait", "-f", "dot", "-o", str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout.readline() == "started\n"
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert (process.returncode, err) == (130, "gradexport: error: interrupted\n")
+
+
 @pytest.mark.slow
 def test_a_graph_deep_enough_to_crash_a_normal_stack_exports(tmp_path):
     # Freeing a 60,000-node chain that Python walked overflows the main thread's stack (exit -11 / 139).
