@@ -34,6 +34,7 @@ def run_python(code: str, environment: dict[str, str] | None = None, preexec=Non
         capture_output=True,
         text=True,
         timeout=600,
+        check=False,
         env={**os.environ, **(environment or {})},
         preexec_fn=preexec,
     )

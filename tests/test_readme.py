@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 @needs_dot  # the second snippet writes SVG
 def test_readme_python_snippets_run_in_order(tmp_path, monkeypatch):
-    snippets = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.S)
+    snippets = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
     assert len(snippets) >= 2
     monkeypatch.chdir(tmp_path)
     namespace: dict = {}
