@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PYTHON_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: setup system-deps test serve site examples bench clean
+.PHONY: setup system-deps test serve site examples bench clean test-quick
 
 setup: system-deps $(PYTHON_STAMP) $(NODE_STAMP)
 
@@ -28,6 +28,10 @@ $(NODE_STAMP): package.json package-lock.json
 
 test: setup
 	$(PY) -m pytest
+
+# For development: skips the tests marked slow (torch.compile, deep graphs, site builds) and browser.
+test-quick: setup
+	$(PY) -m pytest -m "not slow and not browser"
 
 examples: setup
 	$(PY) -m gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum

@@ -51,6 +51,7 @@ from torch.utils import _pytree
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
     "FREED_TEXTS",
+    "compiled_original",
     "STALE_TEXTS",
     "NodeHooks",
     "SlotMetadata",
@@ -336,6 +337,17 @@ def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
     if any(text in message for text in STALE_TEXTS):
         return "stale"
     return None
+
+
+def compiled_original(module: torch.nn.Module) -> torch.nn.Module | None:
+    """``module._orig_mod``: the module that ``torch.compile(module)`` wraps, or None for any other module.
+
+    Example:
+        >>> linear = torch.nn.Linear(2, 2)
+        >>> compiled_original(torch.compile(linear)) is linear, compiled_original(linear)
+        (True, None)
+    """
+    return getattr(module, "_orig_mod", None)
 
 
 def tensor_leaves(tree: Any) -> list[torch.Tensor]:

@@ -14,9 +14,13 @@ What the function returns:
   leaf tensors (``{"x": x, "y": y}``).
 
 Exit status: 0 on success, 2 on bad usage (a target without ``:``, an unknown
-format, a file, module or function that does not exist), 1 on failure (the
-function raised or returned no tensor, Graphviz failed, a file could not be
-written). Errors are one line on stderr. The function, the export and the
+format, a file, module or function that does not exist, a function that
+needs arguments, a ``--stem`` that is not a file name), 1 on failure (the
+function raised, called ``sys.exit()`` or returned no tensor, Graphviz
+failed, a file could not be written), 130 when interrupted (Ctrl-C, or the
+function raised ``KeyboardInterrupt``). Errors are one line on stderr;
+``--traceback`` adds the full traceback of what the function or the export
+raised. The function, the export and the
 freeing of the graph run on a thread with a large stack, so a graph tens of
 thousands of nodes deep cannot crash the process.
 
@@ -32,9 +36,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import importlib.util
+import inspect
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -66,7 +73,7 @@ with an nn.Module, each node is also boxed in the module that created it.
 
 SVG needs Graphviz: apt-get install graphviz, or pip install gradexport[svg];
 --prog or GRADEXPORT_DOT choose the program.
-exit status: 0 success, 1 failure, 2 bad usage."""
+exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted."""
 
 
 class _UsageError(Exception):
@@ -122,6 +129,19 @@ def _formats(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _stem(text: str) -> str:
+    if not text or text in (".", "..") or any(separator in text for separator in ("/", "\\", "\0")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a plain file name (no folder, not . or ..)")
+    return text
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("gradexport")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
+
+
 def _parser() -> _Parser:
     parser = _Parser(
         prog=_PROG,
@@ -139,8 +159,10 @@ def _parser() -> _Parser:
         help=f"comma-separated formats from {', '.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})",
     )
     parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into, created as needed (default: .)")
-    parser.add_argument("--stem", help="file name without extension (default: the function's name)")
+    parser.add_argument("--stem", type=_stem, help="file name without extension (default: the function's name)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
+    parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options; each applies to the formats it names)"))
     return parser
 
@@ -163,8 +185,18 @@ def _load(location: str, name: str) -> Callable[[], Any]:
             raise _UsageError(f"{location!r} has no attribute {name!r}")
         function = getattr(function, part)
     if not callable(function):
-        raise _UsageError(f"{location}:{name} is a {type(function).__name__}, not a function")
+        raise _UsageError(f"{location}:{name} is {_a(type(function).__name__)}, not a function")
+    try:
+        inspect.signature(function).bind()
+    except TypeError as error:
+        raise _UsageError(f"{location}:{name} cannot be called without arguments ({_flat(error)})") from None
+    except ValueError:  # no signature to inspect (some builtins): calling it will tell
+        pass
     return function
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
 
 
 def _import_file(path: Path) -> Any:
@@ -220,6 +252,8 @@ def _run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace,
     for warning in caught:
         print(f"{_PROG}: warning: {_flat(warning.message)}", file=sys.stderr)
     if failure is not None:
+        if getattr(args, "traceback", False) and failure.__cause__ is not None:
+            traceback.print_exception(failure.__cause__, file=sys.stderr)
         print(f"{_PROG}: error: {failure}", file=sys.stderr)
         return failure.status
     for line in lines:
@@ -235,13 +269,20 @@ def _call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, t
     except _UsageError as error:
         raise _Failure(str(error), 2) from None
     except Exception as error:
-        raise _Failure(f"importing {location} raised {_one_line(error)}") from None
+        raise _Failure(f"importing {location} raised {_one_line(error)}") from error
     bar.set_description(f"{_PROG}: running {name}()")
     try:
         with capture_modules():  # so that a returned nn.Module also names the nodes its forward made
             result = function()
-    except Exception as error:
-        raise _Failure(f"{location}:{name}() raised {_one_line(error)}") from None
+    except KeyboardInterrupt as error:
+        raise _Failure("interrupted", 130) from error
+    except SystemExit as error:
+        raise _Failure(
+            f"{location}:{name}() called sys.exit({'' if error.code is None else repr(error.code)}) instead of returning "
+            "the roots; nothing was written"
+        ) from error
+    except BaseException as error:  # GeneratorExit and the like, too: never exit 0 without files
+        raise _Failure(f"{location}:{name}() raised {_one_line(error)}") from error
     bar.update()
     bar.set_description(f"{_PROG}: tracing the graph")
     return split_result(result)
@@ -268,9 +309,9 @@ def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             **args.options,
         )
     except RootError as error:
-        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from error
     except (OSError, RuntimeError, ValueError, TypeError) as error:
-        raise _Failure(_one_line(error)) from None
+        raise _Failure(_one_line(error)) from error
     return 0, [] if args.quiet else [str(path) for path in paths.values()]
 
 
@@ -290,7 +331,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as error:
         print(f"{_PROG}: error: {_flat(str(error).replace('gradexport: ', '', 1))} (see {_PROG} --help)", file=sys.stderr)
         return 2
-    return run_with_large_stack(_run, lambda bar: _export(args, bar), args, 1 + len(args.formats))
+    return _on_large_stack(lambda bar: _export(args, bar), args, 1 + len(args.formats))
+
+
+def _on_large_stack(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
+    """:func:`_run` on the large-stack thread; Ctrl-C is one line and exit 130."""
+    try:
+        return run_with_large_stack(_run, work, args, steps)
+    except KeyboardInterrupt:  # Ctrl-C reaches the main thread, which waits for the worker
+        print(f"{_PROG}: error: interrupted", file=sys.stderr)
+        return 130
 
 
 # ---------------------------------------------------------------- subcommands
@@ -334,7 +384,7 @@ def _view(argv: Sequence[str]) -> int:
     except (TypeError, ValueError) as error:
         print(f"{_PROG} view: error: {_flat(error)}", file=sys.stderr)
         return 2
-    return run_with_large_stack(_run, lambda bar: _view_work(args, bar), args, 2)
+    return _on_large_stack(lambda bar: _view_work(args, bar), args, 2)
 
 
 def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
@@ -374,7 +424,7 @@ def _check(argv: Sequence[str]) -> int:
     args = _parsed(parser, argv)
     if isinstance(args, int):
         return args
-    return run_with_large_stack(_run, lambda bar: _check_work(args, bar), args, 2)
+    return _on_large_stack(lambda bar: _check_work(args, bar), args, 2)
 
 
 def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
@@ -405,7 +455,7 @@ def _diff(argv: Sequence[str]) -> int:
     args = _parsed(parser, argv)
     if isinstance(args, int):
         return args
-    return run_with_large_stack(_run, lambda bar: _diff_work(args, bar), args, 3)
+    return _on_large_stack(lambda bar: _diff_work(args, bar), args, 3)
 
 
 def _diff_graph(text: str, bar: Any) -> Any:

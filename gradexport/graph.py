@@ -47,9 +47,13 @@ by key together with ``none_slots`` give back ``next_functions``.
 
 Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 "input_nr"}``; ``input_nr`` is ``None`` for a Node root), ``num_nodes``,
-``num_edges``, ``num_none_slots``, and with ``saved=True`` ``saved_bytes``:
+``num_edges``, ``num_none_slots``; with ``module=``, ``module_classes``
+(``{qualified name: class name}`` for the model and every submodule,
+``""`` for the model itself: ``{"": "ResNet", "layer1.0": "BasicBlock"}``),
+which module boxes use for their titles; with ``saved=True``, ``saved_bytes``:
 the bytes of all distinct storages that saved tensors keep alive (the sum of
 the nodes' ``saved_bytes``; see :func:`gradexport.saved_memory`).
+:func:`gradexport.collapse` adds ``collapsed_depth`` and/or ``collapsed_modules``.
 
 Attributes that other functions add to this graph (writers may style them):
 
@@ -93,9 +97,10 @@ from torch.autograd.graph import Node
 
 from ._torch import input_metadata, sequence_nr_getter, signed
 from .formats.source import KINDS, SPECIAL_KINDS, Adjacency
-from .modules import module_of, qualified_names
-from .roots import Root, RootError, Roots, collect_roots
+from .modules import module_classes, named_module_of, qualified_names
+from .roots import Root, RootError, Roots, collect_roots, described_type
 from .saved import StorageKey, saved_storages, summarize_saved
+from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
@@ -210,7 +215,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: s
         pairs += _param_pairs(params, caller)
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{caller}: params[{name!r}] is a {type(tensor).__name__}, not a tensor")
+            raise TypeError(f"{caller}: params[{name!r}] is {described_type(tensor)}, not a tensor")
         bucket = names.setdefault(id(tensor), [])
         if name not in bucket:
             bucket.append(name)
@@ -326,14 +331,16 @@ class GraphStream:
         self.caller = caller
         self.names_by_tensor = _leaf_names(params, module, caller)
         self.module_names = qualified_names(module) if module is not None else None
+        #: The graph attributes (see the module docstring), complete once the stream is exhausted.
+        self.graph_attributes: dict[str, Any] = {}
+        if module is not None:
+            self.graph_attributes["module_classes"] = module_classes(module)
         self.leaf_modules = _leaf_modules(module) if module is not None else {}
         self.show_none = show_none
         self.saved = saved
         self.edge_metadata = edge_metadata
         #: Node id of every backward and leaf Node reached so far.
         self.ids: dict[Node, str] = {}
-        #: The graph attributes (see the module docstring), complete once the stream is exhausted.
-        self.graph_attributes: dict[str, Any] = {}
         self.node_count = 0
         self.edge_count = 0
         self.none_slot_count = 0
@@ -438,6 +445,8 @@ class GraphStream:
     def new_id(self) -> str:
         node_id = f"n{self.node_count}"
         self.node_count += 1
+        if self.node_count == PROTECT_AT_NODES:
+            protect_deep_free(PROTECT_AT_NODES)
         return node_id
 
     def discover(self, node: Node) -> str:
@@ -468,9 +477,9 @@ class GraphStream:
                 attributes["module"] = owner
         elif self.module_names is not None:
             self.backward_count += 1
-            tagged = module_of(node)
-            if tagged is not None and id(tagged) in self.module_names:
-                attributes["module"] = self.module_names[id(tagged)]
+            name = named_module_of(node, self.module_names)
+            if name is not None:
+                attributes["module"] = name
                 self.module_node_count += 1
         if self.saved:
             attributes["saved"] = summarize_saved(node)

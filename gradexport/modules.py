@@ -15,7 +15,12 @@ Where attribution is impossible, nodes carry no ``module``: nodes created
 outside every module (a loss computed after the model), nodes created inside a
 module but not on a path to its outputs (a tensor stashed on ``self``), and
 forward passes run before the capture or on another thread. A ``torch.compile``
-region is one opaque node and gets the module that called it.
+region is one opaque node (``CompiledFunctionBackward``) and gets the module
+that called it: the compiled module (``torch.compile(model)`` gives
+``model``'s own path, ``""``). The hooks stay out of what Dynamo traces, so a
+model compiles into the same graphs with and without the capture; torch
+warns that global hooks fire "an extra time" for the compiled wrapper, which
+is how its region gets its module.
 
 Example:
     >>> import torch, gradexport
@@ -34,13 +39,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from torch import nn
 from torch.autograd.graph import Node
 from torch.utils.hooks import RemovableHandle
 
-from ._torch import next_sequence_nr, sequence_nr, tensor_leaves
+from ._torch import compiled_original, next_sequence_nr, sequence_nr, tensor_leaves
 
-__all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
+__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
 #: Key in ``Node.metadata`` under which the creating module is kept.
 METADATA_KEY = "gradexport.module"
@@ -62,11 +68,17 @@ def capture_modules() -> Iterator[None]:
     """
     calls = _CallStack()
 
+    # While Dynamo traces a forward (torch.compile), is_compiling() is True and
+    # the hooks do nothing: Dynamo cannot trace the private sequence-number
+    # call or grad_fn, and would split the user's graph there. The compiled
+    # module's wrapper still calls them eagerly, around the whole region, so
+    # its CompiledFunctionBackward is tagged with the module that called it.
     def before(module: nn.Module, args: Any) -> None:
-        calls.starts.append(next_sequence_nr())
+        if not torch.compiler.is_compiling():
+            calls.starts.append(next_sequence_nr())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
-        if calls.starts:
+        if calls.starts and not torch.compiler.is_compiling():
             _tag(output, module, calls.starts.pop())
 
     handles: list[RemovableHandle] = [
@@ -101,6 +113,22 @@ def module_of(node: Node) -> nn.Module | None:
     return node.metadata.get(METADATA_KEY)
 
 
+def named_module_of(node: Node, names: dict[int, str]) -> str | None:
+    """The qualified name (from :func:`qualified_names`) of the module captured for ``node``, or ``None``.
+
+    A region of ``torch.compile(model)`` is tagged with the compiled wrapper,
+    which is not among ``model``'s modules: it is named as the module it wraps.
+    """
+    tagged = node.metadata.get(METADATA_KEY)
+    if tagged is None:
+        return None
+    name = names.get(id(tagged))
+    if name is None:
+        wrapped = compiled_original(tagged)
+        name = names.get(id(wrapped)) if wrapped is not None else None
+    return name
+
+
 def qualified_names(model: nn.Module) -> dict[int, str]:
     """``id(submodule) -> qualified name`` for every submodule of ``model`` (first name of a shared one).
 
@@ -110,3 +138,13 @@ def qualified_names(model: nn.Module) -> dict[int, str]:
     for name, submodule in model.named_modules(remove_duplicate=False):
         names.setdefault(id(submodule), name)
     return names
+
+
+def module_classes(model: nn.Module) -> dict[str, str]:
+    """``qualified name -> class name`` for ``model`` (``""``) and every submodule, in ``named_modules`` order.
+
+    Example:
+        >>> module_classes(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+        {'': 'Sequential', '0': 'Linear'}
+    """
+    return {name: type(submodule).__name__ for name, submodule in model.named_modules(remove_duplicate=False)}

@@ -198,7 +198,14 @@ class DiagramOptions:
             them by its magnitude on a log scale, NaN or infinity in red.
         group_modules: Draw the nodes of each module (the ``module``
             attribute) inside a box labelled with the module's path, nested
-            as the modules nest: DOT clusters, Mermaid subgraphs.
+            as the modules nest: DOT clusters, Mermaid subgraphs. ``False``
+            draws no boxes and adds the module's path under each op.
+        box_depth: With ``group_modules``, draw boxes only for modules down
+            to this nesting level (0: the model, 1: its children, ...); the
+            nodes of deeper modules sit in their ancestor's box at that
+            level. ``None`` (default) boxes every level. Fewer nested boxes
+            leave Graphviz freer: a ResNet-like CNN's full graph is about 3
+            times narrower with ``box_depth=1``.
         exec_order: Start each node's label with ``#k``, its place in the
             order the engine ran the nodes (the ``exec_order`` attribute).
         saved_bytes: Add a line with the bytes the node's saved tensors hold
@@ -221,10 +228,15 @@ class DiagramOptions:
     saved_bytes: bool = option(
         False, "show the bytes each node's saved tensors hold; from roots, also record them", "diagram", parse=_boolean, flag="--saved-bytes"
     )
+    box_depth: int | None = option(
+        None, "draw module boxes only down to this nesting level (1: the model's children)", "diagram", parse=_depth, flag="--box-depth", metavar="K"
+    )
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+        if self.box_depth is not None and (type(self.box_depth) is not int or self.box_depth < 0):
+            raise ValueError(f"box_depth must be a whole number >= 0 or None, got {self.box_depth!r}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -261,6 +273,7 @@ class ExportKeywords(TypedDict, total=False):
     group_modules: bool
     exec_order: bool
     saved_bytes: bool
+    box_depth: int | None
     prog: str | os.PathLike[str] | None
 
 

@@ -31,7 +31,7 @@ from torch.autograd.graph import GradientEdge, Node
 
 from .tensors import type_name
 
-__all__ = ["Root", "RootError", "Roots", "collect_roots"]
+__all__ = ["Root", "RootError", "Roots", "collect_roots", "described_type"]
 
 #: What the public functions accept as roots.
 Roots = Union[torch.Tensor, Node, GradientEdge, Sequence[Any], Mapping[Any, Any]]
@@ -67,6 +67,17 @@ class Root:
     def is_leaf_tensor(self) -> bool:
         """True when the root is a leaf tensor, represented by its AccumulateGrad node alone."""
         return self.tensor is not None and self.tensor.grad_fn is None
+
+
+def described_type(value: object) -> str:
+    """The type of ``value`` with its article, for messages: ``an int``, ``a list``.
+
+    Example:
+        >>> described_type(3), described_type([])
+        ('an int', 'a list')
+    """
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
@@ -109,7 +120,7 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
             items = list(enumerate(value))
         else:
             raise RootError(
-                f"{caller}: root {path!r} is a {type(value).__name__}, not a tensor, grad_fn Node "
+                f"{caller}: root {path!r} is {described_type(value)}, not a tensor, grad_fn Node "
                 "or GradientEdge; pass the tensor (or a tuple/list/dict of tensors) whose graph you want"
             )
         if not items:

@@ -3,10 +3,12 @@
 All functions take a graph from :func:`gradexport.to_networkx` and return a new
 one; the input is never changed. They use only the graph, not torch.
 
-- :func:`collapse` folds every module nested ``depth`` levels or deeper into
-  one node of kind ``"module"`` (the model itself is level 0, ``encoder`` level
-  1, ``encoder.layers.3`` level 3), using the node attribute ``module`` that
-  :func:`gradexport.capture_modules` makes possible.
+- :func:`collapse` opens ``depth`` levels of modules and folds what lies
+  deeper, and every module without submodules, into one node of kind
+  ``"module"`` each (the model itself is level 0, ``encoder`` level 1,
+  ``encoder.layers.3`` level 3), or folds the modules it is given by name,
+  using the node attribute ``module`` that :func:`gradexport.capture_modules`
+  makes possible.
 - :func:`only_reaching` keeps the part of the graph that carries gradient to
   given parameters.
 - :func:`hide` removes AccumulateGrad leaves or contracts chosen ops (views,
@@ -34,13 +36,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Iterable
+from fnmatch import fnmatchcase
 from typing import Any
 
 import networkx as nx
 
 from .formats.mermaid import LIMITS as MERMAID_LIMITS
 
-__all__ = ["VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
+__all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
 
 #: Backward ops of views and reshapes: pure plumbing that :func:`hide` can contract.
 VIEW_OPS = frozenset(
@@ -79,8 +82,28 @@ def _level(path: str) -> int:
     return 0 if path == "" else path.count(".") + 1
 
 
-def collapse(graph: nx.MultiDiGraph, depth: int) -> nx.MultiDiGraph:
-    """Fold every node whose module is at level ``depth`` or deeper into its level-``depth`` ancestor.
+#: The deepest ``depth`` :func:`collapse` accepts: nn.Module's recursion stops far above it.
+MAX_DEPTH = 10_000
+
+
+def collapse(
+    graph: nx.MultiDiGraph, depth: int | None = None, *, modules: str | Iterable[str] | None = None
+) -> nx.MultiDiGraph:
+    """Fold modules into single nodes: open ``depth`` levels of modules, and fold the modules named in ``modules``.
+
+    ``depth`` counts the levels opened, as torchview's ``depth`` does: at 0
+    the whole model is one node; at 1 the model is opened and each of its
+    children (``encoder``, ``head``) is one node; at 2 their children are, and
+    so on. A module with no submodule in the graph (``conv1``, ``fc``,
+    ``lm_head``) has nothing to open and stays one node at every depth below
+    its own level. Nodes the model's or an opened module's own ``forward``
+    made stay, in that module's box.
+
+    ``modules`` folds by qualified name: each module matching one of these
+    :mod:`fnmatch` patterns (``"transformer.h.*"``, ``"layer?"``) becomes one
+    node, the outermost match winning; ``"*"`` matches every module but the
+    model, ``""`` matches the model. With both, a node is folded into the
+    outermost module either rule picks.
 
     Collapses compose: folding an already collapsed graph to a shallower
     depth gives what folding the original to that depth gives.
@@ -91,18 +114,104 @@ def collapse(graph: nx.MultiDiGraph, depth: int) -> nx.MultiDiGraph:
     (roots, unnamed inputs, the loss computed outside the model) stay. Edges
     between two kept nodes keep their key; edges leaving a module node are
     keyed 0, 1, ... and keep ``next_index`` and ``input_nr``; edges with the
-    same ends and indices merge and add up their ``count``.
+    same ends and indices merge and add up their ``count``. The result's
+    graph attributes add ``collapsed_depth`` and ``collapsed_modules`` (the
+    patterns) for what was given.
+
+    Raises:
+        TypeError: when ``graph`` is not a MultiDiGraph, ``depth`` not an int
+            or ``modules`` not strings, or neither is given.
+        ValueError: when ``depth`` is outside 0 to :data:`MAX_DEPTH`.
+
+    Example:
+        >>> import torch, gradexport
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(2, 1)))
+        >>> with gradexport.capture_modules():
+        ...     loss = model(torch.ones(1, 2)).sum()
+        >>> graph = gradexport.to_networkx(loss, module=model)
+        >>> sorted(path for _, path in collapse(graph, 2).nodes(data="module") if path is not None)
+        ['0', '1.0', '1.1']
+        >>> sorted(path for _, path in collapse(graph, modules=["1"]).nodes(data="module") if path is not None)[-3:]
+        ['0', '0', '1']
     """
-    if depth < 0:
-        raise ValueError(f"collapse: depth must be >= 0, got {depth}")
+    if not isinstance(graph, nx.MultiDiGraph):
+        raise TypeError(
+            f"collapse: graph must be a networkx.MultiDiGraph from gradexport.to_networkx, got {type(graph).__name__}"
+        )
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)):
+        raise TypeError(f"collapse: depth must be an int (the levels of modules to open, 0 folds the whole model), got {_short_repr(depth)}")
+    if depth is not None and not 0 <= depth <= MAX_DEPTH:
+        raise ValueError(f"collapse: depth must be from 0 to {MAX_DEPTH} (the levels of modules to open), got {_short_repr(depth)}")
+    patterns = _patterns(modules)
+    if depth is None and patterns is None:
+        raise TypeError("collapse: give depth (levels of modules to open) or modules (names to fold), or both")
+    paths = {path for _, path in graph.nodes(data="module") if isinstance(path, str)}
+    # A module with a node strictly inside it has something to open.
+    has_inner = {prefix for path in paths for prefix in _ancestors(path)}
+    targets: dict[str, str | None] = {}
+
+    def target(path: str) -> str | None:
+        found = targets.get(path, ...)
+        if found is not ...:
+            return found
+        chain = [*_ancestors(path), path]  # outermost first: "", "a", "a.b", ...
+        chosen = None
+        for prefix in chain:
+            level = _level(prefix)
+            by_depth = depth is not None and (level == depth or (level < depth and prefix not in has_inner))
+            by_name = patterns is not None and _matches(prefix, patterns)
+            if by_depth or by_name:
+                chosen = prefix
+                break
+        targets[path] = chosen
+        return chosen
 
     def group_of(node: Hashable, data: dict[str, Any]) -> Hashable | None:
         path = data.get("module")
-        if path is None or _level(path) < depth:
+        if not isinstance(path, str):
             return None
-        return "module:" + ".".join(path.split(".")[:depth]) if depth else "module:"
+        folded = target(path)
+        return None if folded is None else "module:" + folded
 
-    return _regroup(graph, group_of, collapsed_depth=depth)
+    attributes: dict[str, Any] = {}
+    if depth is not None:
+        attributes["collapsed_depth"] = depth
+    if patterns is not None:
+        attributes["collapsed_modules"] = [*graph.graph.get("collapsed_modules", ()), *patterns]
+    return _regroup(graph, group_of, **attributes)
+
+
+def _ancestors(path: str) -> list[str]:
+    """The modules strictly containing ``path``, outermost (the model, ``""``) first."""
+    if path == "":
+        return []
+    parts = path.split(".")
+    return ["", *(".".join(parts[:end]) for end in range(1, len(parts)))]
+
+
+def _patterns(modules: str | Iterable[str] | None) -> list[str] | None:
+    if modules is None:
+        return None
+    patterns = [modules] if isinstance(modules, str) else modules
+    try:
+        patterns = list(patterns)
+    except TypeError:
+        raise TypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(modules)}") from None
+    wrong = [pattern for pattern in patterns if not isinstance(pattern, str)]
+    if wrong:
+        raise TypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(wrong[0])}")
+    return patterns
+
+
+def _matches(path: str, patterns: list[str]) -> bool:
+    if path == "":
+        return "" in patterns  # "*" means the model's modules, not the model
+    return any(fnmatchcase(path, pattern) for pattern in patterns)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _regroup(

@@ -21,3 +21,12 @@ def without_graphviz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.delenv("GRADEXPORT_DOT", raising=False)
     monkeypatch.setattr(sysconfig, "get_path", lambda name, *args, **kwargs: str(empty))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "tool_missing(reason): a required tool is missing; the test fails (format_fixtures.needs_tool)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers("tool_missing"):
+        pytest.fail(f"{marker.args[0]}; under make or with CI=true this is a failure, not a skip")

@@ -44,6 +44,19 @@ def not_a_tensor():
 def no_grad():
     return torch.ones(2) * 2
 
+def needs_arguments(x):
+    return x * 2
+
+def interrupted():
+    raise KeyboardInterrupt
+
+def exits_quietly():
+    import sys
+    sys.exit(0)
+
+def generator_exit():
+    raise GeneratorExit
+
 def long_chain():
     x = torch.ones(1, requires_grad=True)
     for _ in range(501):
@@ -108,7 +121,10 @@ def test_package_module_target(capsys, tmp_path, monkeypatch):
         ("{file}:with_names", ["--direction", "up"], "--direction: expected one of TB, BT, LR, RL, got 'up'"),
         ("missing.py:f", [], "no such file: 'missing.py'"),
         ("{file}:nope", [], "has no attribute 'nope'"),
-        ("{file}:NOT_A_FUNCTION", [], "is a int, not a function"),
+        ("{file}:NOT_A_FUNCTION", [], "is an int, not a function"),
+        ("{file}:needs_arguments", [], "user_code.py:needs_arguments cannot be called without arguments (missing a required argument: 'x')"),
+        ("{file}:with_names", ["--stem", "a/b"], "argument --stem: 'a/b' is not a plain file name"),
+        ("{file}:with_names", ["--stem", ".."], "argument --stem: '..' is not a plain file name"),
         ("no_such_package.module:f", [], "no module named 'no_such_package'"),
     ],
 )
@@ -125,6 +141,8 @@ def test_bad_usage_exits_2_with_one_line(capsys, user_file, tmp_path, target, ex
         ("raises", "user_code.py:raises() raised ValueError: boom second line"),
         ("not_a_tensor", "not_a_tensor() returned no autograd graph (gradexport.write: root 'output' is a"),
         ("no_grad", "does not require grad"),
+        ("exits_quietly", "exits_quietly() called sys.exit(0) instead of returning the roots; nothing was written"),
+        ("generator_exit", "generator_exit() raised GeneratorExit"),
     ],
 )
 def test_failures_exit_1_with_one_line(capsys, user_file, tmp_path, function, message):
@@ -132,6 +150,25 @@ def test_failures_exit_1_with_one_line(capsys, user_file, tmp_path, function, me
     assert status == 1
     assert err.count("\n") == 1 and err.startswith("gradexport: error: ") and message in err
     assert not (tmp_path / f"{function}.dot").exists()
+
+
+def test_an_interrupt_is_one_line_and_exit_130(capsys, user_file, tmp_path):
+    status, out, err = run(capsys, f"{user_file}:interrupted", "-f", "dot", "-o", tmp_path)
+    assert (status, out, err) == (130, "", "gradexport: error: interrupted\n")
+
+
+def test_traceback_shows_where_the_function_failed(capsys, user_file, tmp_path):
+    status, _, err = run(capsys, f"{user_file}:raises", "-f", "dot", "-o", tmp_path, "--traceback")
+    assert status == 1
+    assert "Traceback (most recent call last)" in err and 'raise ValueError("boom' in err
+    assert err.rstrip("\n").splitlines()[-1].startswith("gradexport: error: ")
+
+
+def test_version_is_the_installed_distributions(capsys):
+    from importlib.metadata import version
+
+    status, out, _ = run(capsys, "--version")
+    assert (status, out) == (0, f"gradexport {version('gradexport')}\n")
 
 
 def test_svg_failure_exits_1(capsys, user_file, tmp_path):
@@ -150,7 +187,7 @@ def test_help_shows_examples(capsys):
     status, out, _ = run(capsys, "--help")
     assert status == 0
     assert "examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output" in out
-    assert "exit status: 0 success, 1 failure, 2 bad usage" in out
+    assert "exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted" in out
 
 
 def python(*argv, cwd=REPO, timeout=120):
@@ -176,6 +213,22 @@ def test_console_script_reports_bad_usage():
     result = subprocess.run([str(script), "examples/blog.py", "-f", "dot"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.startswith("gradexport: error: argument TARGET") and result.stderr.count("\n") == 1
+
+
+def test_ctrl_c_while_the_function_runs_is_one_line_and_exit_130(tmp_path):
+    import signal
+    import time
+
+    (tmp_path / "slow.py").write_text("import time\n\ndef wait():\n    print('started', flush=True)\n    time.sleep(60)\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradexport", f"{tmp_path / 'slow.py'}:wait", "-f", "dot", "-o", str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout.readline() == "started\n"
+    time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=30)
+    assert (process.returncode, err) == (130, "gradexport: error: interrupted\n")
 
 
 @pytest.mark.slow

@@ -127,7 +127,7 @@ def test_ids_are_opaque_even_for_arbitrary_node_ids():
     graph.add_node(7, kind="leaf", names=["w"], shape=[1])
     graph.add_edge('a"b::c', 7, key=0, next_index=0, input_nr=0)
     nodes, edges = parsed(dot.to_dot(graph))
-    assert all(re.fullmatch(r"u[0-9a-f]+", node) for node in nodes)
+    assert all(re.fullmatch(r"u_[A-Za-z0-9_]*[0-9a-f]{16}", node) for node in nodes)
     assert edges == [(next(iter(nodes)), list(nodes)[1], "0→0")]
 
 

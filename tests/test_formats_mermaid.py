@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 import gradexport
 from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
-from gradexport.formats.labels import element_id, printable
+from gradexport.formats.labels import MAX_LINE_CHARS, element_id, printable
 from gradexport.formats.styles import GRAD_BAD_COLOR
 
 
@@ -120,24 +120,36 @@ def chain(edges: int, name: str = "w") -> nx.MultiDiGraph:
     return graph
 
 
+def fan(leaves: int, name: str) -> nx.MultiDiGraph:
+    """One node with ``leaves`` leaves, each named ``name`` (a label line holds at most MAX_LINE_CHARS characters)."""
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="backward", op="AddBackward0")
+    for index in range(1, leaves + 1):
+        graph.add_node(f"n{index}", kind="leaf", names=[name], shape=[1])
+        graph.add_edge("n0", f"n{index}", key=index - 1, next_index=index - 1, input_nr=0)
+    return graph
+
+
 def test_warns_above_mermaids_default_limits():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mermaid.to_mermaid(chain(500))
-    with pytest.warns(MermaidSizeWarning, match=r"501 edges.*SVG"):
+        mermaid.to_mermaid(chain(3, name="x" * 50_001))  # one name is cut to one readable line
+    with pytest.warns(MermaidSizeWarning, match=r"501 edges.*format html"):
         mermaid.to_mermaid(chain(501))
     with pytest.warns(MermaidSizeWarning, match="characters"):
-        mermaid.to_mermaid(chain(3, name="x" * 50_001))
+        mermaid.to_mermaid(fan(300, "x" * MAX_LINE_CHARS))
 
 
 def test_size_is_counted_in_utf16_units_as_mermaid_js_does():
-    # 🙂 is one character but two UTF-16 code units: 20,000 of them measure 40,000.
+    # 🙂 is one character but two UTF-16 code units.
+    name = "🙂" * (MAX_LINE_CHARS - 1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        text = mermaid.to_mermaid(chain(3, name="🙂" * 20_000))
+        text = mermaid.to_mermaid(fan(100, name))
     assert len(text.encode("utf-16-le")) // 2 < mermaid.MAX_TEXT_SIZE
     with pytest.warns(MermaidSizeWarning, match=r"5\d,\d{3} characters"):
-        text = mermaid.to_mermaid(chain(3, name="🙂" * 26_000))
+        text = mermaid.to_mermaid(fan(130, name))
     assert len(text) < mermaid.MAX_TEXT_SIZE < len(text.encode("utf-16-le")) // 2
 
 

@@ -7,6 +7,7 @@ import sysconfig
 import warnings
 from pathlib import Path
 
+import networkx as nx
 import pytest
 import torch
 from format_fixtures import NASTY_NAMES, needs_dot, svg_text_lines  # noqa: E402
@@ -89,6 +90,20 @@ def test_a_failing_program_raises_with_its_message_and_warnings_are_passed_on(tm
     chatty = fake_program(tmp_path, "chatty-dot", 'cat >/dev/null; echo "Warning: font"  >&2; echo "<svg/>"')
     with pytest.warns(RuntimeWarning, match="Warning: font"):
         assert svg.render_svg("digraph {}", prog=chatty) == "<svg/>\n"
+
+
+def test_a_crashing_program_is_named_with_the_signal_the_size_and_what_works(tmp_path):
+    crashing = fake_program(tmp_path, "crashing-dot", "cat >/dev/null; kill -SEGV $$")
+    graph = nx.MultiDiGraph()
+    for index in range(5):
+        graph.add_node(f"n{index}", kind="backward", op="Op")
+        if index:
+            graph.add_edge(f"n{index - 1}", f"n{index}", key=0, next_index=0, input_nr=0)
+    with pytest.raises(RenderError) as raised:
+        svg.to_svg(graph, prog=crashing)
+    message = str(raised.value)
+    assert message.startswith(f"Graphviz crashed (SIGSEGV) laying out 5 nodes with {crashing}.")
+    assert "collapse" in message and "format html" in message and "\n" not in message
 
 
 def has_graphviz_pure() -> bool:

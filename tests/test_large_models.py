@@ -8,7 +8,7 @@ import warnings
 import networkx as nx
 import pytest
 import torch
-from format_fixtures import needs_mermaid, parse_mermaid
+from format_fixtures import mermaid_shown, needs_mermaid, parse_mermaid
 from torch import nn
 
 import gradexport
@@ -46,8 +46,8 @@ def test_mermaid_of_a_twelve_layer_encoder_is_folded_to_fit_and_renders() -> Non
     folded, flat = parse_mermaid([folded_text, flat_text])
     assert folded["ok"] and len(folded["edges"]) <= 500
     assert not flat["ok"] and "Edge limit exceeded" in flat["error"]  # mermaid.js refuses it: the reason to fold
-    titles = [sub["title"] for sub in folded["subgraphs"]]
-    assert "layers" in titles
+    titles = [mermaid_shown(sub["title"])[0] for sub in folded["subgraphs"]]
+    assert "layers: ModuleList" in titles and "layers.11: TransformerEncoderLayer" in titles
 
 
 def test_depth_option_folds_before_drawing_in_every_format() -> None:
@@ -73,8 +73,8 @@ def test_cli_boxes_modules_and_folds_with_depth(capsys: pytest.CaptureFixture[st
     assert status == 0
     assert captured.err.startswith("gradexport: warning: the full Mermaid diagram") and captured.err.count("\n") == 1
     flat_dot = (tmp_path / "flat" / "encoder_loss.dot").read_text(encoding="utf-8")
-    assert 'label="layers.11.self_attn";' in flat_dot  # nodes boxed by the module that made them
+    assert 'label="layers.11.self_attn: MultiheadAttention";' in flat_dot  # nodes boxed by the module that made them
     assert main([f"{user_file}:encoder_loss", "-f", "dot", "-o", str(tmp_path / "folded"), "--depth", "1", "-q"]) == 0
     folded_dot = (tmp_path / "folded" / "encoder_loss.dot").read_text(encoding="utf-8")
-    assert folded_dot.count('class="module"') == 1 and "module of " in folded_dot
+    assert folded_dot.count('class="module"') == 1 and 'label="layers: ModuleList\\nfolded: ' in folded_dot
     assert main([f"{user_file}:encoder_loss", "--depth", "-1"]) == 2

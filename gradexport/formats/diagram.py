@@ -13,7 +13,10 @@ label lines from :mod:`gradexport.formats.labels`, style from
   ``grad`` record. An edge that stands for several (after collapsing) adds
   ``×N``.
 - None slots drawn from ``none_slots`` get the id ``<id>_none<slot>``.
-- :class:`ModuleBoxes` nests the nodes of each module in boxes.
+- :class:`ModuleBoxes` nests the nodes of each module in boxes titled
+  ``path: Class`` (see :func:`gradexport.formats.labels.module_title`); the
+  model's own box, when the model's ``forward`` itself made nodes (or holds
+  folded submodules), holds every other box.
 
 Example:
     >>> import networkx as nx
@@ -34,7 +37,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..options import DiagramOptions
-from .labels import DIFF_MARKS, element_id, look_signature, node_class, node_lines, printable, tensor_text
+from .labels import DIFF_MARKS, element_id, look_signature, module_title, node_class, node_lines, printable, tensor_text
 from .source import GraphSource, Source
 from .styles import MARK_COLORS, GradScale
 
@@ -67,10 +70,12 @@ class DiagramNode(NamedTuple):
 
 
 class Cluster(NamedTuple):
-    """A module's box: ``id`` is safe in every syntax, ``label`` the module's path."""
+    """A module's box: ``id`` is short and safe in every syntax, ``label`` its one-line printable title."""
 
     id: str
     label: str
+    #: The module's qualified name (``""`` for the model).
+    path: str = ""
 
 
 def _drawn_none_slots(attributes: Mapping[str, Any], out: Mapping[Any, Mapping[Any, Any]]) -> list[int]:
@@ -84,9 +89,11 @@ def _drawn_none_slots(attributes: Mapping[str, Any], out: Mapping[Any, Mapping[A
 
 def _group(attributes: Mapping[str, Any]) -> str | None:
     path = attributes.get("module")
-    if path is not None and attributes.get("kind") == "module":
+    if not isinstance(path, str):
+        return None
+    if attributes.get("kind") == "module":
         return path.rpartition(".")[0] if path else None  # a folded module sits in its parent's box
-    return path or None  # "" is the model itself: no box around the whole diagram
+    return path
 
 
 # A third faster than calling DiagramNode(...), whose generated __new__ is Python.
@@ -103,9 +110,11 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
     and edges that look alike.
     """
     source = Source.of(graph)
+    classes = source.graph_attributes.get("module_classes")
     show_saved = options.show_saved is not False
     show_module = not options.group_modules
     grouped = options.group_modules
+    box_depth = options.box_depth
     show_none = options.show_none
     hide_none = show_none is False
     edge_shapes = options.edge_shapes
@@ -129,10 +138,12 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
             except TypeError:  # an unhashable value in a user's graph: drawn without the cache
                 signature = None
         if look is None:
-            look = (node_class(attributes), node_lines(attributes, show_saved, show_module, exec_order, saved_bytes))
+            look = (node_class(attributes), node_lines(attributes, show_saved, show_module, exec_order, saved_bytes, classes))
             if signature is not None:
                 node_looks[signature] = look
         group = _group(attributes) if grouped and "module" in attributes else None
+        if box_depth is not None and group:
+            group = ".".join(group.split(".")[:box_depth])
         drawn_none = _drawn_none_slots(attributes, out) if show_none else ()
         edges: list[tuple[str, EdgeLook]] = []
         for target, keyed in out.items():
@@ -187,23 +198,31 @@ class ModuleBoxes:
     ``("node", node, indent)`` and ``("close", cluster, indent)``, each box
     with its own nodes first and then its sub-boxes, in the order their first
     node appeared. A box exists for every path prefix, so
-    ``layers.3.linear1`` sits inside ``layers.3``, inside ``layers``.
+    ``layers.3.linear1`` sits inside ``layers.3``, inside ``layers``; when the
+    model itself (``""``) has a box, every other box sits inside it. Boxes
+    are titled by :func:`~gradexport.formats.labels.module_title` with
+    ``classes`` (the graph's ``module_classes``).
 
     Example:
-        >>> boxes = ModuleBoxes()
+        >>> boxes = ModuleBoxes({"": "Net", "a": "Block", "a.b": "Linear"})
         >>> boxes.add(DiagramNode("n1", "backward", ("Mm",), "a.b"))
         >>> boxes.add(DiagramNode("n2", "backward", ("T",), "a"))
+        >>> boxes.add(DiagramNode("n3", "backward", ("View",), ""))
         >>> for event, item, indent in boxes.events():
-        ...     print(f"{indent}{event} {item.id}")
-          open g0
-            node n2
-            open g1
-              node n1
+        ...     print(f"{indent}{event} {item.id}", item.label if event == "open" else "")
+          open g0 Net
+            node n3
+            open g1 a: Block
+              node n2
+              open g2 a.b: Linear
+                node n1
+              close g2
             close g1
           close g0
     """
 
-    def __init__(self) -> None:
+    def __init__(self, classes: Mapping[str, str] | None = None) -> None:
+        self.classes = classes if isinstance(classes, Mapping) else None
         self.members: dict[str, list[DiagramNode]] = {}
         self.children: dict[str | None, list[str]] = {None: []}
 
@@ -223,21 +242,24 @@ class ModuleBoxes:
 
     def events(self) -> Iterator[BoxEvent]:
         """The boxes and the nodes added to them, in drawing order, each with the indent of its line."""
-        children = self.children
+        children = dict(self.children)
+        if "" in self.members:  # the model's box holds every other box
+            children[""] = [path for path in children[None] if path != ""]
+            children[None] = [""]
         ids = {path: f"g{index}" for index, path in enumerate(_preorder(children))}
-        stack: list[tuple[str, bool]] = [(path, False) for path in reversed(children[None])]
+        stack: list[tuple[str, int, bool]] = [(path, 1, False) for path in reversed(children[None])]
         while stack:
-            path, opened = stack.pop()
-            cluster = Cluster(ids[path], path)
-            indent = "  " * (path.count(".") + 1)  # a top-level box inside the diagram's braces
+            path, level, opened = stack.pop()
+            cluster = Cluster(ids[path], module_title(path, self.classes), path)
+            indent = "  " * level  # a top-level box inside the diagram's braces
             if opened:
                 yield "close", cluster, indent
                 continue
             yield "open", cluster, indent
             for node in self.members[path]:
                 yield "node", node, indent + "  "
-            stack.append((path, True))
-            stack.extend((child, False) for child in reversed(children[path]))
+            stack.append((path, level, True))
+            stack.extend((child, level + 1, False) for child in reversed(children[path]))
 
 
 def _preorder(children: dict[str | None, list[str]]) -> Iterator[str]:

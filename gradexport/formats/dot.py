@@ -57,7 +57,7 @@ from typing import IO, TYPE_CHECKING
 from .files import atomic_open
 from ..options import DiagramOptions
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
-from .source import GraphSource
+from .source import GraphSource, Source
 from .styles import FONT, STYLES
 
 if TYPE_CHECKING:
@@ -131,8 +131,9 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
             text = node_texts[look] = f"label={quote(node.lines)}{_NODE_ATTRIBUTES[node.style]}"
         return f'{indent}"{node.id}" [{text}];'
 
-    boxes = ModuleBoxes()
-    for node in diagram(graph, options):
+    source = Source.of(graph)
+    boxes = ModuleBoxes(source.graph_attributes.get("module_classes"))
+    for node in diagram(source, options):
         for target, edge_look in node.edges:
             text = edge_texts.get(edge_look)
             if text is None:

@@ -7,9 +7,11 @@ parameter names and tensor; a None slot ``None``; a folded module (from
 :func:`gradexport.collapse`) its path and how many nodes it stands for.
 
 Label lines are plain text with control characters shown as escapes (a
-newline in a name reads ``\\n``); each writer escapes them for its syntax.
-Element ids are safe in every syntax without quoting: ``n0``, ``n1``... for
-the graph model's ids, ``u<hex>`` for any other id.
+newline in a name reads ``\\n``), each at most :data:`MAX_LINE_CHARS`
+characters (longer ones end in ``…``; the full name stays in the graph and
+its JSON); each writer escapes them for its syntax. Element ids are short and
+safe in every syntax without quoting: ``n0``, ``n1``... for the graph model's
+ids, ``u_<readable part>_<hash>`` for any other id.
 
 Example:
     >>> node_lines({"kind": "leaf", "names": ["w"], "shape": [3], "dtype": "float64"}, show_saved=False, show_module=False)
@@ -18,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -26,23 +29,79 @@ from typing import Any
 from .source import is_model_id
 from .styles import NODE_STYLES
 
-__all__ = ["DIFF_MARKS", "byte_text", "element_id", "look_signature", "node_class", "node_lines", "printable", "saved_text", "tensor_text"]
+__all__ = [
+    "DIFF_MARKS",
+    "MAX_LINE_CHARS",
+    "byte_text",
+    "element_id",
+    "look_signature",
+    "module_title",
+    "node_class",
+    "node_lines",
+    "printable",
+    "saved_text",
+    "shorten",
+    "tensor_text",
+]
 
 
 def element_id(node: Any) -> str:
-    """An id for ``node`` that DOT and Mermaid accept as is, distinct for distinct nodes.
+    """A short id for ``node`` that DOT and Mermaid accept as is, the same on every run, distinct for distinct nodes.
 
-    The graph model's ids (``n0``, ``n1``...) stay as they are; any other id
-    becomes ``u`` followed by the hex of its ``repr``, so that no name,
-    keyword or punctuation ever reaches the syntax as an id.
+    The graph model's ids (``n0``, ``n1``...) stay as they are. Any other id
+    becomes ``u_``, its first ASCII letters and digits (at most 32, for a
+    reader of the text), and 16 hex digits of a hash of its ``repr``, so that
+    no name, keyword or punctuation ever reaches the syntax as an id and no
+    name, however long, makes a long id.
 
     Example:
-        >>> element_id("n12"), element_id("end"), element_id(3)
-        ('n12', 'u27656e6427', 'u33')
+        >>> element_id("n12"), element_id("module:layer1.0"), element_id(3)
+        ('n12', 'u_module_layer1_0_59a07c668dbbb903', 'u_3_9e251905a6d98e01')
     """
     if type(node) is str and is_model_id(node):
         return node
-    return "u" + repr(node).encode("utf-8", "surrogatepass").hex()
+    readable = _NOT_ID_CHARS.sub("_", str(node)).strip("_")[:_READABLE_ID_CHARS]
+    digest = hashlib.blake2b(repr(node).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return f"u_{readable}_{digest}" if readable else f"u_{digest}"
+
+
+_NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9]+")
+_READABLE_ID_CHARS = 32
+
+#: The most characters of one label line; longer lines are cut and end in ``…``.
+#: Graphviz refuses quoted strings over 16,384 characters and nodes over 65,535
+#: points wide, and no one reads a line that long anyway.
+MAX_LINE_CHARS = 200
+
+
+def shorten(line: str) -> str:
+    """``line``, cut to :data:`MAX_LINE_CHARS` characters with a visible ``…`` when longer.
+
+    Example:
+        >>> shorten("x" * 300)[-3:], len(shorten("x" * 300))
+        ('xx…', 200)
+    """
+    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+
+
+def module_title(path: str, classes: Mapping[str, str] | None = None) -> str:
+    """How a module box or a folded module is titled: ``layer1.0: BasicBlock``, the model's class for ``""``.
+
+    Without the class (a graph built without ``module=``), the path alone, and
+    ``(model)`` for the model. The title is one printable line.
+
+    Example:
+        >>> module_title("layer1.0", {"layer1.0": "BasicBlock"}), module_title("", {"": "ResNet"}), module_title("")
+        ('layer1.0: BasicBlock', 'ResNet', '(model)')
+    """
+    class_name = classes.get(path) if isinstance(classes, Mapping) else None
+    if not isinstance(class_name, str):
+        class_name = None
+    if path == "":
+        title = class_name or "(model)"
+    else:
+        title = f"{path}: {class_name}" if class_name else path
+    return shorten(printable(title))
 
 
 # Control characters, line and paragraph separators, lone surrogates and the
@@ -115,9 +174,16 @@ def node_class(attributes: Mapping[str, Any]) -> str:
 
 
 def node_lines(
-    attributes: Mapping[str, Any], show_saved: bool, show_module: bool, exec_order: bool = False, saved_bytes: bool = False
+    attributes: Mapping[str, Any],
+    show_saved: bool,
+    show_module: bool,
+    exec_order: bool = False,
+    saved_bytes: bool = False,
+    classes: Mapping[str, str] | None = None,
 ) -> tuple[str, ...]:
     """The label lines of a node (see the module docstring): its marks, its own lines, then its saved bytes.
+
+    ``classes`` (the graph's ``module_classes``) titles folded modules.
 
     Example:
         >>> node_lines({"kind": "backward", "op": "LogBackward0", "exec_order": 2, "diff": "added"}, False, False, exec_order=True)
@@ -133,7 +199,7 @@ def node_lines(
         changed = ", ".join(map(str, attributes.get("changes", ()))) if mark == "changed" else ""
         marks.append(f"{DIFF_MARKS[mark]}: {changed}" if changed else DIFF_MARKS[mark])
     lines = [printable(" ".join(marks))] if marks else []
-    lines.extend(_kind_lines(attributes, show_saved, show_module))
+    lines.extend(_kind_lines(attributes, show_saved, show_module, classes))
     if saved_bytes and "saved_bytes" in attributes:
         shared = attributes.get("saved_bytes_shared", 0)
         lines.append(f"saved {byte_text(attributes['saved_bytes'])}" + (f" (+{byte_text(shared)} shared)" if shared else ""))
@@ -155,12 +221,13 @@ def byte_text(count: int) -> str:
     raise AssertionError("unreachable")
 
 
-def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[str, ...]:
+def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bool, classes: Mapping[str, str] | None) -> tuple[str, ...]:
     kind = attributes.get("kind")
     if kind == "none":
         return ("None",)
     if kind == "module":
-        return (printable(attributes.get("module") or "(model)"), f"module of {attributes.get('num_nodes', '?')} nodes")
+        count = attributes.get("num_nodes", "?")
+        return (module_title(str(attributes.get("module", "")), classes), f"folded: {count} node{'' if count == 1 else 's'}")
     lines: list[str] = []
     if kind == "root":
         lines.append(str(attributes.get("root", "root")))
@@ -177,7 +244,7 @@ def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bo
         lines.append(tensor_text(attributes))
     if show_saved:
         lines.extend(f"{name}: {saved_text(value)}" for name, value in attributes.get("saved", {}).items())
-    return tuple(printable(line) for line in lines if line)
+    return tuple(shorten(printable(line)) for line in lines if line)
 
 
 def look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:

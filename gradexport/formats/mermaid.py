@@ -165,7 +165,8 @@ def _size_warning(size: int, edges: int) -> MermaidSizeWarning:
         f"this Mermaid diagram has {size:,} characters and {edges:,} edges; mermaid.js refuses more than "
         f"{LIMITS.max_text_size:,} characters or {LIMITS.max_edges:,} edges by default and a page cannot raise those "
         "limits from the diagram. Draw fewer nodes (collapse modules with depth=, or fewer roots), "
-        "or use the interactive viewer (format html) or SVG for the whole graph."
+        "or use the interactive viewer (format html) for the whole graph; SVG suits graphs of up to a few thousand "
+        "nodes (Graphviz takes minutes, or crashes, on much larger ones)."
     )
 
 
@@ -221,7 +222,7 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
         size += len(line) + found[1] + 1
         return line
 
-    boxes = ModuleBoxes()
+    boxes = ModuleBoxes(source.graph_attributes.get("module_classes"))
     for node in diagram(source, options):
         for target, look in node.edges:
             found = edge_texts.get(look.lines)

@@ -24,7 +24,9 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sysconfig
 import warnings
@@ -90,18 +92,45 @@ def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None) -> str
 
     Raises:
         GraphvizNotFoundError: no program to run.
-        RenderError: the program failed.
+        RenderError: the program failed; when it crashed (a signal such as
+            SIGSEGV, as ``dot`` does on graphs of some 10^5 nodes), the
+            message names the signal and the number of nodes, and says what
+            works at that size.
     """
     program = find_graphviz(prog)
     # Piping the text to the program directly: pydot's create() would first
     # parse the whole graph into its object model only to write it back out.
     result = subprocess.run([program, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False)
     message = result.stderr.decode("utf-8", "replace").strip()
+    if result.returncode < 0:
+        raise RenderError(_crash_message(program, -result.returncode, dot_text, message))
     if result.returncode != 0:
         raise RenderError(f"{program} -Tsvg failed with exit code {result.returncode}: {message or 'no message'}")
     if message:
         warnings.warn(f"{program}: {message}", RuntimeWarning, stacklevel=2)
     return result.stdout.decode("utf-8")
+
+
+def _crash_message(program: str, number: int, dot_text: str, message: str) -> str:
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    nodes = sum(1 for line in dot_text.splitlines() if _NODE_STATEMENT.match(line))
+    said = f" ({_flat(message)})" if message else ""
+    return (
+        f"Graphviz crashed ({name}) laying out {nodes:,} nodes with {program}{said}. Graphviz is reliable up to a few "
+        "thousand nodes: draw fewer (collapse modules with depth= or gradexport.collapse, gradexport.only_reaching, "
+        "gradexport.hide), or use the interactive viewer (format html), which draws any size"
+    )
+
+
+# A node statement of DOT text: a quoted id, then its attributes (edges have "->" first).
+_NODE_STATEMENT = re.compile(r'\s*"(?:[^"\\]|\\.)*"\s*\[')
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
 
 
 def to_svg(graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
