@@ -42,7 +42,9 @@ by key together with ``none_slots`` give back ``next_functions``.
 
 Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 "input_nr"}``; ``input_nr`` is ``None`` for a Node root), ``num_nodes``,
-``num_edges``, ``num_none_slots``.
+``num_edges``, ``num_none_slots``, and with ``module=``, ``module_classes``:
+the class name of every submodule by its qualified name (``{"": "ResNet",
+"layer1.0": "BasicBlock", ...}``), for the paths in ``module`` attributes.
 
 The graph holds no torch objects: it can be pickled, written to JSON and kept
 after the tensors are gone.
@@ -61,7 +63,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
-from .modules import module_of, qualified_names
+from .modules import module_classes, module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots
 from .saved import signed, summarize_saved, tensor_meta, type_name
 
@@ -287,6 +289,7 @@ class GraphStream:
             raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
         self.names_by_tensor = _leaf_names(params, module)
         self.module_names = qualified_names(module) if module is not None else None
+        self.module_classes = module_classes(module) if module is not None else None
         self.leaf_modules = _leaf_modules(module) if module is not None else {}
         self.show_none = show_none
         self.saved = saved
@@ -355,6 +358,8 @@ class GraphStream:
             num_edges=self.edge_count,
             num_none_slots=self.none_slot_count,
         )
+        if self.module_classes is not None:
+            self.graph_attributes["module_classes"] = self.module_classes
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Store the whole stream in the MultiDiGraph that :func:`to_networkx` returns.

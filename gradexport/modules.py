@@ -40,7 +40,7 @@ from torch.autograd.graph import Node
 from torch.utils import _pytree as pytree
 from torch.utils.hooks import RemovableHandle
 
-__all__ = ["METADATA_KEY", "capture_modules", "module_of", "qualified_names"]
+__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "qualified_names"]
 
 #: Key in ``Node.metadata`` under which the creating module is kept.
 METADATA_KEY = "gradexport.module"
@@ -115,3 +115,14 @@ def qualified_names(model: nn.Module) -> dict[int, str]:
     for name, submodule in model.named_modules(remove_duplicate=False):
         names.setdefault(id(submodule), name)
     return names
+
+
+def module_classes(model: nn.Module) -> dict[str, str]:
+    """``qualified name -> class name`` of every submodule of ``model``, under the names :func:`qualified_names` gives.
+
+    Example:
+        >>> module_classes(torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()))
+        {'': 'Sequential', '0': 'Linear', '1': 'ReLU'}
+    """
+    names = qualified_names(model)
+    return {names[id(submodule)]: type(submodule).__name__ for _, submodule in model.named_modules()}
