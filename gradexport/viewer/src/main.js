@@ -367,7 +367,12 @@ class Viewer {
     const edgeLayer = el("svg:g", { class: "gx-edges" });
     const nodeLayer = el("svg:g", { class: "gx-nodes" });
     viewport.append(boxLayer, edgeLayer, nodeLayer);
-    for (const b of boxes) {
+    const depth = (b) => {
+      let d = 0;
+      for (let outer = this.current.box.get(b); outer >= 0; outer = this.current.box.get(outer)) d++;
+      return d;
+    };
+    for (const b of [...boxes].sort((a, c) => depth(a) - depth(c))) {
       const p = result.boxes["b" + b];
       if (!p) continue;
       const g = el("svg:g", { class: `gx-box gx-box-${this.folds.group(b).kind}`, "data-id": this.folds.itemId(b) });
