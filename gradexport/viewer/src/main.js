@@ -121,7 +121,7 @@ class Viewer {
     this.crumbs = el("nav", { class: "gx-crumbs", "aria-label": "Where you are" });
     this.svg = el("svg:svg", { class: "gx-canvas", role: "img", "aria-label": "autograd graph" });
     this.defs = el("svg:defs");
-    const marker = el("svg:marker", { id: "gx-arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+    const marker = el("svg:marker", { id: "gx-arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" });
     marker.appendChild(el("svg:path", { d: "M0,0 L10,5 L0,10 z", class: "gx-arrowhead" }));
     this.defs.appendChild(marker);
     this.viewport = el("svg:g", { class: "gx-viewport" });
@@ -287,7 +287,7 @@ class Viewer {
     if (folds.isGroup(item)) {
       const group = folds.group(item);
       const lines = [...group.label];
-      if (group.kind === "module") lines.push(`${group.size} nodes`);
+      if (group.kind === "module") lines.push(group.size === 1 ? "1 node" : `${group.size} nodes`);
       return { cls: group.kind === "module" ? "module" : "fold", lines: lines.map(printable), group };
     }
     const attributes = this.graph.attributes(item);
@@ -332,6 +332,7 @@ class Viewer {
         return { id: "e" + j, from: "i" + edge.from, to: "i" + edge.to, w: Math.max(...lines.map((l) => this.textWidth(l))) + 6, h: lines.length * 14 + 2 };
       }),
     };
+    this.lastRequest = request;
     this.status.textContent = `laying out ${items.length} nodes, ${edges.length} edges…`;
     return this.requestLayout(request).then(({ serial, result }) => {
       if (serial !== this.serial) return this.idle();
@@ -703,7 +704,9 @@ class Viewer {
       search: (text) => this.runSearch(text, false),
       theme: (name) => (name === undefined ? this.host.dataset.theme : this.setTheme(name)),
       idle: () => this.idle(),
+      // Diagnostics for benchmarks: times in ms since the script started, and the last layout request.
       timings: this.timings,
+      layoutRequest: () => this.lastRequest,
     };
   }
 }
