@@ -325,7 +325,13 @@ class Viewer {
     const request = {
       direction: this.options.direction || "TB",
       nodes: items.map((item) => ({ id: "i" + item, box: boxId(box.get(item)), ...size(looks.get(item).lines) })),
-      boxes: boxes.map((b) => ({ id: "b" + b, box: boxId(box.get(b)), w: this.textWidth(this.boxTitle(b)) + 2 * PAD_X, h: LINE })),
+      boxes: boxes.map((b) => ({
+        id: "b" + b,
+        box: boxId(box.get(b)),
+        w: this.textWidth(this.boxTitle(b)) + 2 * PAD_X,
+        h: LINE,
+        compound: this.folds.group(b).kind === "module",
+      })),
       edges: edges.map((edge, j) => {
         const lines = this.edgeLines(edge);
         edge.lines = lines;
@@ -356,7 +362,7 @@ class Viewer {
 
   boxTitle(b) {
     const group = this.folds.group(b);
-    return printable(`${group.label[0]} ▾`);
+    return printable(group.kind === "module" ? `${group.label[0]} ▾` : `${group.label[0]} · ${group.label[1]} ▾`);
   }
 
   draw(result, looks) {
@@ -502,6 +508,18 @@ class Viewer {
 
   expandItem(item) {
     this.folds.expanded.add(item);
+    this.folds.reveal(item);
+    return this.refresh();
+  }
+
+  /** Expand `item` and every group inside it (the whole graph when item is the top), then draw once. */
+  expandAllUnder(item) {
+    const stack = [item];
+    while (stack.length) {
+      const group = stack.pop();
+      this.folds.expanded.add(group);
+      for (const child of this.folds.group(group).children) if (this.folds.isGroup(child)) stack.push(child);
+    }
     this.folds.reveal(item);
     return this.refresh();
   }
@@ -695,6 +713,7 @@ class Viewer {
       visible: () => this.visible(),
       expand: (id) => this.expandItem(this.groupItem(id, "expand")),
       collapse: (id) => this.collapseItem(this.groupItem(id, "collapse")),
+      expandAll: (id) => this.expandAllUnder(id === undefined ? this.graph.n : this.groupItem(id, "expandAll")),
       select: (id) => {
         const item = this.folds.item(String(id));
         if (item === undefined) throw new Error(`select: no node or group with id ${JSON.stringify(String(id))}`);
