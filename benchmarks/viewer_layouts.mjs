@@ -3,23 +3,22 @@
 // Prints one JSON line per request: milliseconds (median of 3) for dagre (as the viewer runs it) and ELK's layered algorithm.
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { compoundBox, layout as dagreLayout } from "../gradexport/viewer/src/layout.js";
+import { layout as dagreLayout } from "../gradexport/viewer/src/layout.js";
 
 const require = createRequire(import.meta.url);
 const ELK = require("elkjs/lib/elk.bundled.js");
 const elk = new ELK();
 
-// The same hierarchy as the viewer gives dagre: module boxes nest, other boxes are drawn afterwards.
+// ELK lays out the nested boxes itself (hierarchyHandling INCLUDE_CHILDREN); dagre gets them as the viewer
+// gives them (one flat layout per box, innermost first; see gradexport/viewer/src/layout.js).
 function elkGraph(request) {
-  const outer = compoundBox(request);
   const children = new Map([[null, []]]);
-  const boxes = request.boxes.filter((box) => box.compound);
-  for (const box of boxes) children.set(box.id, []);
-  for (const box of boxes) {
-    const node = { id: box.id, labels: [{ text: box.id, width: box.w, height: box.h }], children: children.get(box.id), layoutOptions: { "elk.padding": "[top=24,left=8,bottom=8,right=8]" } };
-    children.get(outer(box.box)).push(node);
+  for (const box of request.boxes) children.set(box.id, []);
+  for (const box of request.boxes) {
+    const node = { id: box.id, labels: [{ text: box.id, width: box.w, height: box.h }], children: children.get(box.id), layoutOptions: { "elk.padding": "[top=26,left=10,bottom=10,right=10]" } };
+    children.get(box.box).push(node);
   }
-  for (const item of request.nodes) children.get(outer(item.box)).push({ id: item.id, width: item.w, height: item.h });
+  for (const item of request.nodes) children.get(item.box).push({ id: item.id, width: item.w, height: item.h });
   return {
     id: "root",
     layoutOptions: {

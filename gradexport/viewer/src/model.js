@@ -9,6 +9,8 @@ const FAN_MIN = 4;
 /** A folded run or fan with more members than this is cut into at most SPLIT pieces. */
 const PIECE_MAX = 24;
 const SPLIT = 16;
+/** A module with more items than this directly inside shows them in at most SPLIT parts. */
+const PART_MAX = 48;
 
 /**
  * Decode the data the Python writer embeds (see gradexport/formats/html.py).
@@ -158,6 +160,7 @@ export class Folds {
     this.home = home;
     this.foldStructure();
     for (let i = 0; i < n; i++) if (this.parent[i] < 0) this.attach(i, home[i]);
+    for (const group of [...moduleGroups.values(), top]) this.split(group);
     this.count();
     this.expanded = new Set([top]);
   }
@@ -257,13 +260,48 @@ export class Folds {
     return group;
   }
 
+  /**
+   * A module (or the top) with more than PART_MAX items directly inside (a Sequential of
+   * hundreds of layers) shows them in parts of consecutive items, each a group.
+   */
+  split(group) {
+    const info = this.group(group);
+    if (info.children.length <= PART_MAX) return;
+    const items = info.children;
+    info.children = [];
+    const size = Math.ceil(items.length / SPLIT);
+    for (let start = 0; start < items.length; start += size) {
+      const piece = items.slice(start, start + size);
+      const name = info.kind === "top" ? "graph" : info.path === "" ? "(model)" : info.path;
+      const part = this.addGroup({
+        id: `part:${info.id}:${start}`,
+        kind: "part",
+        parent: group,
+        label: [`${name} [${start}…${start + piece.length - 1}]`, `${piece.length} items`],
+      });
+      for (const item of piece) {
+        if (this.isGroup(item)) this.group(item).parent = part;
+        else this.parent[item] = part;
+        this.group(part).children.push(item);
+      }
+      this.split(part);
+    }
+  }
+
   count() {
-    // Children are added after their parent group exists, so later groups are deeper or unrelated.
     const n = this.graph.n;
     for (let i = 0; i < n; i++) this.group(this.parent[i]).size++;
-    for (let k = this.groups.length - 1; k > 0; k--) {
-      const group = this.groups[k];
-      if (group.parent >= 0) this.group(group.parent).size += group.size;
+    // Post-order over the tree: a group's size is known before its parent adds it.
+    const order = [];
+    const stack = [n];
+    while (stack.length) {
+      const group = stack.pop();
+      order.push(group);
+      for (const child of this.group(group).children) if (this.isGroup(child)) stack.push(child);
+    }
+    for (let k = order.length - 1; k > 0; k--) {
+      const group = this.group(order[k]);
+      this.group(group.parent).size += group.size;
     }
   }
 
