@@ -188,7 +188,7 @@ def _default_title(attributes: Mapping[str, Any]) -> str:
 def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
     """The page's data: nodes as ``[schema, values...]``, edges as five numbers each, strings stored once."""
     strings: dict[str, int] = {}
-    schemas: dict[tuple[tuple[str, ...], str], int] = {}
+    schemas: dict[tuple[tuple[str, ...], int], int] = {}
     records: list[list[Any]] = []
     node_ids: list[str] = []
     index_of: dict[Hashable, int] = {}
@@ -198,26 +198,29 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
     hide_none = options.show_none is False
     edge_count = 0
 
+    # Per key tuple, the positions of the keys whose string values go to the string table.
+    plans: dict[tuple[str, ...], list[int]] = {}
+
     def add_node(node_id: str, attributes: Mapping[str, Any]) -> int:
         keys = tuple(attributes)
-        values: list[Any] = []
-        flags = []
-        for key in keys:
-            value = attributes[key]
-            if key in _INTERNED and type(value) is str:
+        plan = plans.get(keys)
+        if plan is None:
+            plan = plans[keys] = [position for position, key in enumerate(keys) if key in _INTERNED]
+        values = list(attributes.values())
+        flags = 0
+        for position in plan:
+            value = values[position]
+            if type(value) is str:
                 index = strings.get(value)
                 if index is None:
                     index = strings[value] = len(strings)
-                values.append(index)
-                flags.append("1")
-            else:
-                values.append(value)
-                flags.append("0")
-        signature = (keys, "".join(flags))
-        schema = schemas.get(signature)
+                values[position] = index
+                flags |= 1 << position
+        schema = schemas.get((keys, flags))
         if schema is None:
-            schema = schemas[signature] = len(schemas)
-        records.append([schema, *values])
+            schema = schemas[keys, flags] = len(schemas)
+        values.insert(0, schema)
+        records.append(values)
         node_ids.append(node_id)
         kinds.append(attributes.get("kind"))
         return len(records) - 1
@@ -274,7 +277,7 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         "grad_bad_color": GRAD_BAD_COLOR,
         "graph": attributes_of_graph,
         "strings": list(strings),
-        "schemas": [[list(keys), flags] for keys, flags in schemas],
+        "schemas": [[list(keys), "".join("1" if flags >> position & 1 else "0" for position in range(len(keys)))] for keys, flags in schemas],
         "ids": None if contiguous else node_ids,
         "nodes": records,
         "edges": edges,
