@@ -43,6 +43,7 @@ from torch import nn
 
 import gradexport
 from gradexport.formats.html import to_html, viewer_bundle, write_html
+from gradexport.graph import gc_paused
 
 from .generators import deep_chain
 
@@ -117,7 +118,8 @@ def page_case(browser: Browser, folder: Path, name: str, graph: Any, expand: boo
     print(f"page: {name}", file=sys.stderr, flush=True)
     stem = re.sub("[^A-Za-z0-9]+", "-", name).strip("-")
     path = folder / f"{stem}.html"
-    write_s, _ = timed(lambda: write_html(graph, path))
+    with gc_paused():  # as gradexport's export functions run every writer
+        write_s, _ = timed(lambda: write_html(graph, path))
     page, render_s = browser.open(path)
     row: dict[str, Any] = {
         "case": name,
