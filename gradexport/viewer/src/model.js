@@ -272,12 +272,12 @@ export class Folds {
     const size = Math.ceil(items.length / SPLIT);
     for (let start = 0; start < items.length; start += size) {
       const piece = items.slice(start, start + size);
-      const name = info.kind === "top" ? "graph" : info.path === "" ? "(model)" : info.path;
+      const name = (item) => (this.isGroup(item) ? this.group(item).label[0] : nodeTitle(this.graph, item));
       const part = this.addGroup({
         id: `part:${info.id}:${start}`,
         kind: "part",
         parent: group,
-        label: [`${name} [${start}…${start + piece.length - 1}]`, `${piece.length} items`],
+        label: [`${name(piece[0])} … ${name(piece[piece.length - 1])}`, `${piece.length} items`],
       });
       for (const item of piece) {
         if (this.isGroup(item)) this.group(item).parent = part;
