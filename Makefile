@@ -48,3 +48,8 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) node_modules site out
+
+# Rebuild the interactive viewer's script (gradexport/viewer/viewer.bundle.js, committed) from gradexport/viewer/src.
+.PHONY: viewer
+viewer: $(NODE_STAMP)
+	npm run build-viewer

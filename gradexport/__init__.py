@@ -9,7 +9,7 @@ Example:
 """
 
 from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
-from .export import to_dot, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
+from .export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .flow import record_gradients
 from .formats import (
     GraphFormatError,
@@ -67,6 +67,7 @@ __all__ = [
     "from_json",
     "show",
     "to_dot",
+    "to_html",
     "to_json",
     "to_mermaid",
     "to_model_explorer",

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Union
 
 import networkx as nx
 
-from .formats import dot, model_explorer
+from .formats import dot, html, model_explorer
 from .formats.files import StagedFiles
 from .formats.registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats
 from .formats.source import Source
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from model_explorer.graph_builder import GraphCollection
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_html", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
@@ -178,6 +178,30 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
     """
     return _text("json", graph_or_roots, options)
+
+
+def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
+    """The interactive viewer: one self-contained HTML page that loads nothing (see :mod:`gradexport.formats.html`).
+
+    It opens folded to about 150 visible nodes (modules, or linear runs and
+    fans of leaves), lays out only what is shown, in a Web Worker, and has
+    the script API ``window.gradexportViewer``. ``title`` names the page
+    (default: the roots' names). ``write(..., formats="html")`` writes it to
+    a file; ``gradexport view TARGET`` writes and opens it.
+
+    Raises:
+        ViewerTooLargeError: a graph too large even for the viewer, before anything is built.
+
+    Example:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> page = to_html((x * 2).sum(), params={"x": x})
+        >>> page.startswith("<!DOCTYPE html>"), "gradexportViewer" in page
+        (True, True)
+    """
+    source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
+    with gc_paused():
+        return html.to_html(source, export_options.diagram, title=title)
 
 
 def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphCollection:

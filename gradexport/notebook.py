@@ -1,8 +1,11 @@
 """Show an autograd graph inline in Jupyter, as torchviz's ``make_dot`` does.
 
-:func:`show` returns a :class:`GraphView`, which a notebook displays as SVG
-(rendered by Graphviz on first display). Where no Graphviz program exists it
-offers the Mermaid text instead, which JupyterLab 4.1+ draws natively.
+:func:`show` returns a :class:`GraphView`, which a notebook displays as the
+interactive viewer (:func:`gradexport.to_html`, isolated in an ``<iframe
+srcdoc>`` so that it runs in classic Jupyter, JupyterLab and VS Code alike),
+with the SVG (rendered by Graphviz on first display) for front ends that run
+no scripts. Where no Graphviz program exists it offers the Mermaid text
+instead, which JupyterLab 4.1+ draws natively.
 
 Example:
     >>> import torch, gradexport
@@ -11,7 +14,7 @@ Example:
     >>> view
     GraphView(4 nodes, 3 edges)
     >>> sorted(view._repr_mimebundle_())
-    ['image/svg+xml', 'text/plain']
+    ['image/svg+xml', 'text/html', 'text/plain']
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 import networkx as nx
 
 from .export import GraphOrRoots, as_graph
-from .formats import mermaid, svg
+from .formats import html, mermaid, svg
 from .options import DiagramOptions, ExportKeywords, Unpack
 
 __all__ = ["GraphView", "show"]
@@ -48,6 +51,14 @@ class GraphView:
         """The SVG text, rendered once."""
         return svg.to_svg(self.graph, self.options, self.prog)
 
+    @cached_property
+    def html(self) -> str:
+        """The interactive viewer's page in an isolating ``<iframe srcdoc>``, made once."""
+        return html.notebook_iframe(html.to_html(self.graph, self.options))
+
+    def _repr_html_(self) -> str:
+        return self.html
+
     def _repr_svg_(self) -> str | None:
         try:
             return self.svg
@@ -55,7 +66,7 @@ class GraphView:
             return None
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        bundle = {"text/plain": repr(self)}
+        bundle = {"text/plain": repr(self), "text/html": self.html}
         rendered = self._repr_svg_()
         if rendered is None:
             bundle["text/vnd.mermaid"] = mermaid.to_mermaid(self.graph, self.options)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import torch
 from format_fixtures import needs_dot, svg_text_lines  # noqa: E402
 
@@ -21,7 +23,9 @@ def test_a_notebook_gets_the_svg():
     view = gradexport.show(loss, params=params, direction="LR")
     assert repr(view) == "GraphView(4 nodes, 4 edges)"
     bundle = view._repr_mimebundle_()
-    assert set(bundle) == {"image/svg+xml", "text/plain"}
+    assert set(bundle) == {"image/svg+xml", "text/html", "text/plain"}
+    # The viewer, isolated in an iframe whose srcdoc is the page to_html writes.
+    assert bundle["text/html"].startswith("<iframe") and html.escape(gradexport.to_html(view.graph, direction="LR")) in bundle["text/html"]
     assert bundle["image/svg+xml"] == view._repr_svg_() == gradexport.to_svg(view.graph, direction="LR")
     assert {"x", "UnbindBackward0", "0→0", "1→1"} <= set(svg_text_lines(bundle["image/svg+xml"]))
 
@@ -32,5 +36,5 @@ def test_without_graphviz_a_notebook_gets_mermaid(without_graphviz):
     view = gradexport.show(graph, direction="BT")
     assert view._repr_svg_() is None
     bundle = view._repr_mimebundle_()
-    assert set(bundle) == {"text/vnd.mermaid", "text/plain"}
+    assert set(bundle) == {"text/vnd.mermaid", "text/html", "text/plain"}
     assert bundle["text/vnd.mermaid"] == gradexport.to_mermaid(graph, direction="BT")

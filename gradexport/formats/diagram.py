@@ -41,7 +41,7 @@ from .labels import DIFF_MARKS, element_id, look_signature, module_title, node_c
 from .source import GraphSource, Source
 from .styles import MARK_COLORS, GradScale
 
-__all__ = ["BoxEvent", "Cluster", "DiagramNode", "EdgeLook", "ModuleBoxes", "diagram"]
+__all__ = ["BoxEvent", "Cluster", "DiagramNode", "EdgeLook", "ModuleBoxes", "diagram", "drawn_none_slots"]
 
 
 class EdgeLook(NamedTuple):
@@ -78,7 +78,7 @@ class Cluster(NamedTuple):
     path: str = ""
 
 
-def _drawn_none_slots(attributes: Mapping[str, Any], out: Mapping[Any, Mapping[Any, Any]]) -> list[int]:
+def drawn_none_slots(attributes: Mapping[str, Any], out: Mapping[Any, Mapping[Any, Any]]) -> list[int]:
     """The None slots to draw from ``none_slots``: those without a none-node edge under their key."""
     slots = attributes.get("none_slots")
     if not slots:
@@ -144,7 +144,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         group = _group(attributes) if grouped and "module" in attributes else None
         if box_depth is not None and group:
             group = ".".join(group.split(".")[:box_depth])
-        drawn_none = _drawn_none_slots(attributes, out) if show_none else ()
+        drawn_none = drawn_none_slots(attributes, out) if show_none else ()
         edges: list[tuple[str, EdgeLook]] = []
         for target, keyed in out.items():
             if hide_none and source.to_none_node(attributes, target, keyed):

@@ -39,7 +39,7 @@ from typing import IO
 import networkx as nx
 
 from ..options import ExportOptions
-from . import dot, json, mermaid, model_explorer, svg
+from . import dot, html, json, mermaid, model_explorer, svg
 from .source import Source
 
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "register"]
@@ -198,6 +198,15 @@ register(
     )
 )
 
+register(
+    Format(
+        "html",
+        ".html",
+        "the interactive viewer: one self-contained page, opened folded, that lays out what is shown",
+        text=lambda source, options: html.to_html(source, options.diagram),
+        write=lambda source, file, options: html.write_html(source, file, options.diagram),
+    )
+)
 register(
     Format(
         "model-explorer",

@@ -1,0 +1,515 @@
+// The graph as the viewer holds it: decoded data, the fold tree (modules, then
+// linear runs and fans of leaves), and what is visible for a set of expanded groups.
+// No DOM here: the page (main.js) and the layout worker read what this computes.
+
+/** Linear runs shorter than this stay as they are. */
+const CHAIN_MIN = 4;
+/** A node with at least this many leaf children gets them folded into one fan. */
+const FAN_MIN = 4;
+/** A folded run or fan with more members than this is cut into at most SPLIT pieces. */
+const PIECE_MAX = 24;
+const SPLIT = 16;
+/** A module with more items than this directly inside shows them in at most SPLIT parts. */
+const PART_MAX = 48;
+
+/**
+ * Decode the data the Python writer embeds (see gradexport/formats/html.py).
+ * Nodes are [schema, values...]; a schema is [keys, flags] where flag "1" marks
+ * a value given as an index into the string table.
+ */
+export class Graph {
+  constructor(data) {
+    this.data = data;
+    this.strings = data.strings;
+    this.schemas = data.schemas.map(([keys, flags]) => ({ keys, interned: [...flags].map((f) => f === "1") }));
+    this.records = data.nodes;
+    this.n = this.records.length;
+    this.ids = data.ids || null;
+    this.index = new Map();
+    for (let i = 0; i < this.n; i++) this.index.set(this.id(i), i);
+    const flat = data.edges;
+    const m = flat.length / 5;
+    this.m = m;
+    this.src = new Int32Array(m);
+    this.tgt = new Int32Array(m);
+    for (let e = 0; e < m; e++) {
+      this.src[e] = flat[5 * e];
+      this.tgt[e] = flat[5 * e + 1];
+    }
+    this.outDeg = new Int32Array(this.n);
+    this.inDeg = new Int32Array(this.n);
+    for (let e = 0; e < m; e++) {
+      this.outDeg[this.src[e]]++;
+      this.inDeg[this.tgt[e]]++;
+    }
+    this.outStart = csr(this.n, this.outDeg);
+    this.inStart = csr(this.n, this.inDeg);
+    this.outEdges = new Int32Array(m);
+    this.inEdges = new Int32Array(m);
+    const o = this.outStart.slice(0, this.n);
+    const p = this.inStart.slice(0, this.n);
+    for (let e = 0; e < m; e++) {
+      this.outEdges[o[this.src[e]]++] = e;
+      this.inEdges[p[this.tgt[e]]++] = e;
+    }
+  }
+
+  id(i) {
+    return this.ids ? this.ids[i] : "n" + i;
+  }
+
+  /** One attribute of node i, or undefined. */
+  field(i, key) {
+    const record = this.records[i];
+    const schema = this.schemas[record[0]];
+    const j = schema.keys.indexOf(key);
+    if (j < 0) return undefined;
+    return schema.interned[j] ? this.strings[record[j + 1]] : record[j + 1];
+  }
+
+  /** Every attribute of node i, as the graph model holds it. */
+  attributes(i) {
+    const record = this.records[i];
+    const schema = this.schemas[record[0]];
+    const out = {};
+    schema.keys.forEach((key, j) => {
+      out[key] = schema.interned[j] ? this.strings[record[j + 1]] : record[j + 1];
+    });
+    return out;
+  }
+
+  /** The edge's attributes: {next_index, input_nr} plus what else the model holds. */
+  edgeAttributes(e) {
+    const extra = this.data.edge_extra[e];
+    if (extra) return extra;
+    return { next_index: this.data.edges[5 * e + 3], input_nr: this.data.edges[5 * e + 4] };
+  }
+
+  edgeKey(e) {
+    return this.data.edges[5 * e + 2];
+  }
+
+  edgeIndices(e) {
+    const extra = this.data.edge_extra[e];
+    if (extra) return [extra.next_index ?? "?", extra.input_nr ?? "?"];
+    return [this.data.edges[5 * e + 3], this.data.edges[5 * e + 4]];
+  }
+
+  edgeGrad(e) {
+    const extra = this.data.edge_extra[e];
+    return extra && extra.grad && typeof extra.grad === "object" ? extra.grad : null;
+  }
+}
+
+function csr(n, degrees) {
+  const start = new Int32Array(n + 1);
+  for (let i = 0; i < n; i++) start[i + 1] = start[i] + degrees[i];
+  return start;
+}
+
+function parentPath(path) {
+  if (path === "") return null;
+  return path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "";
+}
+
+function level(path) {
+  return path === "" ? 0 : path.split(".").length;
+}
+
+/**
+ * The fold tree. Items 0..n-1 are model nodes, n.. are groups. Group 0 (item n)
+ * is the top, always expanded and never drawn.
+ */
+export class Folds {
+  constructor(graph, useModules = true) {
+    this.graph = graph;
+    const n = graph.n;
+    this.parent = new Int32Array(n).fill(-1);
+    this.groups = [];
+    this.byId = new Map();
+    this.classes = (graph.data.graph && graph.data.graph.module_classes) || {};
+    const top = this.addGroup({ id: "", kind: "top", parent: -1, label: [] });
+    const moduleGroups = new Map();
+    const moduleOf = (path) => {
+      let group = moduleGroups.get(path);
+      if (group !== undefined) return group;
+      const above = parentPath(path);
+      const parent = above === null ? top : moduleOf(above);
+      const cls = this.classes[path];
+      const name = path === "" ? "(model)" : path;
+      group = this.addGroup({
+        id: "module:" + path,
+        kind: "module",
+        parent,
+        path,
+        moduleClass: cls,
+        level: level(path),
+        label: [cls ? `${name}: ${cls}` : name],
+      });
+      moduleGroups.set(path, group);
+      return group;
+    };
+    const home = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      const path = useModules ? graph.field(i, "module") : undefined;
+      // A node folded by gradexport.collapse ("module:<path>") sits in its parent module.
+      if (typeof path !== "string") home[i] = top;
+      else if (graph.field(i, "kind") !== "module") home[i] = moduleOf(path);
+      else home[i] = path === "" ? top : moduleOf(parentPath(path));
+    }
+    this.home = home;
+    this.foldStructure();
+    for (let i = 0; i < n; i++) if (this.parent[i] < 0) this.attach(i, home[i]);
+    for (const group of [...moduleGroups.values(), top]) this.split(group);
+    this.count();
+    this.expanded = new Set([top]);
+  }
+
+  addGroup(group) {
+    const index = this.graph.n + this.groups.length;
+    group.children = [];
+    group.size = 0;
+    this.groups.push(group);
+    this.byId.set(group.id, index);
+    if (group.parent >= 0) this.group(group.parent).children.push(index);
+    return index;
+  }
+
+  group(item) {
+    return this.groups[item - this.graph.n];
+  }
+
+  isGroup(item) {
+    return item >= this.graph.n;
+  }
+
+  attach(node, group) {
+    this.parent[node] = group;
+    this.group(group).children.push(node);
+  }
+
+  itemId(item) {
+    return this.isGroup(item) ? this.group(item).id : this.graph.id(item);
+  }
+
+  item(id) {
+    const node = this.graph.index.get(id);
+    if (node !== undefined) return node;
+    const group = this.byId.get(id);
+    return group;
+  }
+
+  parentOf(item) {
+    return this.isGroup(item) ? this.group(item).parent : this.parent[item];
+  }
+
+  /** Linear runs and fans of leaves, inside one fold-tree home each, become groups. */
+  foldStructure() {
+    const g = this.graph;
+    const home = this.home;
+    const linear = (v) => g.inDeg[v] === 1 && g.outDeg[v] === 1;
+    const next = (v) => g.tgt[g.outEdges[g.outStart[v]]];
+    const prev = (v) => g.src[g.inEdges[g.inStart[v]]];
+    for (let v = 0; v < g.n; v++) {
+      if (!linear(v)) continue;
+      const p = prev(v);
+      if (linear(p) && home[p] === home[v] && p !== v) continue; // not the start of its run
+      const run = [v];
+      let w = next(v);
+      while (linear(w) && home[w] === home[v] && w !== v && run.length <= g.n) {
+        run.push(w);
+        w = next(w);
+      }
+      if (run.length >= CHAIN_MIN) this.fold(run, home[v], "chain");
+    }
+    for (let u = 0; u < g.n; u++) {
+      if (g.outDeg[u] < FAN_MIN) continue;
+      const leaves = [];
+      for (let j = g.outStart[u]; j < g.outStart[u + 1]; j++) {
+        const w = g.tgt[g.outEdges[j]];
+        if (g.outDeg[w] === 0 && g.inDeg[w] === 1 && home[w] === home[u] && this.parent[w] < 0) leaves.push(w);
+      }
+      if (leaves.length >= FAN_MIN) this.fold(leaves, home[u], "fan", g.id(u));
+    }
+  }
+
+  fold(members, parent, kind, fanOf) {
+    const g = this.graph;
+    const first = g.id(members[0]);
+    const last = g.id(members[members.length - 1]);
+    const id = kind === "chain" ? `chain:${first}..${last}` : `fan:${fanOf}:${first}..${last}`;
+    const label = [];
+    if (kind === "chain") {
+      const a = nodeTitle(g, members[0]);
+      const b = nodeTitle(g, members[members.length - 1]);
+      label.push(a === b ? a : `${a} … ${b}`, `linear run ×${members.length}`);
+    } else {
+      label.push(`${members.length} leaves of ${fanOf}`, `×${members.length}`);
+    }
+    const group = this.addGroup({ id, kind, parent, label });
+    if (members.length > PIECE_MAX) {
+      const size = Math.ceil(members.length / SPLIT);
+      for (let start = 0; start < members.length; start += size) {
+        const piece = members.slice(start, start + size);
+        if (piece.length >= CHAIN_MIN) this.fold(piece, group, kind, fanOf);
+        else for (const v of piece) this.attach(v, group);
+      }
+    } else {
+      for (const v of members) this.attach(v, group);
+    }
+    return group;
+  }
+
+  /**
+   * A module (or the top) with more than PART_MAX items directly inside (a Sequential of
+   * hundreds of layers) shows them in parts of consecutive items, each a group.
+   */
+  split(group) {
+    const info = this.group(group);
+    if (info.children.length <= PART_MAX) return;
+    const items = info.children;
+    info.children = [];
+    const size = Math.ceil(items.length / SPLIT);
+    for (let start = 0; start < items.length; start += size) {
+      const piece = items.slice(start, start + size);
+      const name = (item) => (this.isGroup(item) ? this.group(item).label[0] : nodeTitle(this.graph, item));
+      const part = this.addGroup({
+        id: `part:${info.id}:${start}`,
+        kind: "part",
+        parent: group,
+        label: [`${name(piece[0])} … ${name(piece[piece.length - 1])}`, `${piece.length} items`],
+      });
+      for (const item of piece) {
+        if (this.isGroup(item)) this.group(item).parent = part;
+        else this.parent[item] = part;
+        this.group(part).children.push(item);
+      }
+      this.split(part);
+    }
+  }
+
+  count() {
+    const n = this.graph.n;
+    for (let i = 0; i < n; i++) this.group(this.parent[i]).size++;
+    // Post-order over the tree: a group's size is known before its parent adds it.
+    const order = [];
+    const stack = [n];
+    while (stack.length) {
+      const group = stack.pop();
+      order.push(group);
+      for (const child of this.group(group).children) if (this.isGroup(child)) stack.push(child);
+    }
+    for (let k = order.length - 1; k > 0; k--) {
+      const group = this.group(order[k]);
+      this.group(group.parent).size += group.size;
+    }
+  }
+
+  /** Expand level by level while at most `budget` items are visible. */
+  openWithin(budget) {
+    let frontier = [this.graph.n];
+    for (;;) {
+      const candidates = [];
+      for (const group of frontier) for (const child of this.group(group).children) if (this.isGroup(child)) candidates.push(child);
+      if (!candidates.length) return;
+      for (const c of candidates) this.expanded.add(c);
+      if (this.visibleItems().length > budget) {
+        for (const c of candidates) this.expanded.delete(c);
+        return;
+      }
+      frontier = candidates;
+    }
+  }
+
+  /** Visible items in tree order, and expanded groups (drawn as boxes), each with its box. */
+  view() {
+    const items = [];
+    const boxes = [];
+    const box = new Map();
+    const stack = [[this.graph.n, -1]];
+    while (stack.length) {
+      const [group, outer] = stack.pop();
+      const children = this.group(group).children;
+      for (let j = children.length - 1; j >= 0; j--) {
+        const child = children[j];
+        const inside = group === this.graph.n ? -1 : group;
+        if (this.isGroup(child) && this.expanded.has(child)) {
+          boxes.push(child);
+          box.set(child, inside);
+          stack.push([child, inside]);
+        } else {
+          items.push(child);
+          box.set(child, inside);
+        }
+      }
+    }
+    items.reverse();
+    return { items, boxes: boxes.reverse(), box };
+  }
+
+  visibleItems() {
+    return this.view().items;
+  }
+
+  /** rep[node] = the visible item standing for the node. */
+  representatives() {
+    const n = this.graph.n;
+    const rep = new Int32Array(n);
+    const stack = [[this.graph.n, -1]];
+    while (stack.length) {
+      const [group, collapsedAs] = stack.pop();
+      for (const child of this.group(group).children) {
+        const as = collapsedAs >= 0 ? collapsedAs : child;
+        if (this.isGroup(child)) stack.push([child, collapsedAs >= 0 || !this.expanded.has(child) ? as : -1]);
+        else rep[child] = as;
+      }
+    }
+    return rep;
+  }
+
+  /** Make item visible: expand every group above it. */
+  reveal(item) {
+    for (let p = this.parentOf(item); p > this.graph.n; p = this.group(p).parent) this.expanded.add(p);
+  }
+
+  ancestors(item) {
+    const out = [];
+    for (let p = this.parentOf(item); p > this.graph.n; p = this.group(p).parent) out.push(p);
+    return out.reverse();
+  }
+}
+
+export function nodeTitle(graph, i) {
+  const kind = graph.field(i, "kind");
+  if (kind === "root") return String(graph.field(i, "root") ?? "root");
+  if (kind === "leaf") {
+    const names = graph.field(i, "names");
+    return names && names.length ? names.join(", ") : "AccumulateGrad";
+  }
+  if (kind === "none") return "None";
+  if (kind === "module") return String(graph.field(i, "module") || "(model)");
+  return String(graph.field(i, "op") ?? "?");
+}
+
+/**
+ * The edges between visible items. Edges between two model nodes stay distinct;
+ * edges touching a folded group merge when they have the same ends and indices
+ * (as gradexport.collapse merges them), counting how many they stand for.
+ */
+export function visibleEdges(graph, rep) {
+  const out = [];
+  const merged = new Map();
+  const n = graph.n;
+  for (let e = 0; e < graph.m; e++) {
+    const u = rep[graph.src[e]];
+    const v = rep[graph.tgt[e]];
+    if (u === v) continue;
+    const [i, k] = graph.edgeIndices(e);
+    if (u < n && v < n) {
+      out.push({ from: u, to: v, next: i, input: k, count: 1, edges: [e] });
+      continue;
+    }
+    const key = `${u}|${v}|${i}|${k}`;
+    let edge = merged.get(key);
+    if (!edge) {
+      edge = { from: u, to: v, next: i, input: k, count: 0, edges: [] };
+      merged.set(key, edge);
+      out.push(edge);
+    }
+    edge.count++;
+    if (edge.edges.length < 64) edge.edges.push(e);
+    else edge.more = true;
+  }
+  return out;
+}
+
+/** Every node on a path from a root to `target` (its ancestors and itself), as marks. */
+export function pathMarks(graph, target) {
+  const marks = new Uint8Array(graph.n);
+  marks[target] = 1;
+  const stack = [target];
+  while (stack.length) {
+    const v = stack.pop();
+    for (let j = graph.inStart[v]; j < graph.inStart[v + 1]; j++) {
+      const u = graph.src[graph.inEdges[j]];
+      if (!marks[u]) {
+        marks[u] = 1;
+        stack.push(u);
+      }
+    }
+  }
+  return marks;
+}
+
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special"];
+
+/** Ids of the model nodes and module groups whose op, torch name, parameter names, module or root name contain `text`. */
+export function search(graph, folds, text) {
+  const needle = String(text).toLowerCase();
+  if (!needle) return [];
+  const found = [];
+  const hit = (value) =>
+    typeof value === "string" ? value.toLowerCase().includes(needle) : Array.isArray(value) && value.some(hit);
+  for (const group of folds.groups) {
+    if (group.kind === "module" && (hit(group.path) || hit(group.moduleClass))) found.push(group.id);
+  }
+  for (let i = 0; i < graph.n; i++) {
+    for (const key of SEARCHED) {
+      if (hit(graph.field(i, key))) {
+        found.push(graph.id(i));
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+/** Gradient colour scale, as gradexport.formats.labels._GradScale: log10 of the norms over the graph. */
+export class GradScale {
+  constructor(graph, colors, bad) {
+    this.colors = colors;
+    this.bad = bad;
+    let low = Infinity;
+    let high = -Infinity;
+    this.any = false;
+    for (const key of Object.keys(graph.data.edge_extra)) {
+      const grad = graph.edgeGrad(Number(key));
+      if (!grad || !("norm" in grad)) continue;
+      this.any = true;
+      if (isBad(grad) || !(grad.norm > 0)) continue;
+      const l = Math.log10(grad.norm);
+      low = Math.min(low, l);
+      high = Math.max(high, l);
+    }
+    this.low = Number.isFinite(low) ? low : 0;
+    this.high = Number.isFinite(high) ? high : 0;
+  }
+
+  step(grad) {
+    if (isBad(grad)) return -1;
+    const norm = grad.norm;
+    let position = 0.5;
+    if (!(norm > 0)) position = 0;
+    else if (this.high !== this.low) position = (Math.log10(norm) - this.low) / (this.high - this.low);
+    return Math.round(position * (this.colors.length - 1));
+  }
+
+  /** The colour and width of a visible edge: its largest gradient, red if any is not finite. */
+  style(graph, edge) {
+    let worst = null;
+    for (const e of edge.edges) {
+      const grad = graph.edgeGrad(e);
+      if (!grad || !("norm" in grad)) continue;
+      const s = this.step(grad);
+      if (s < 0) return { color: this.bad, width: 2.5, bad: true };
+      worst = worst === null ? s : Math.max(worst, s);
+    }
+    if (worst === null) return null;
+    return { color: this.colors[worst], width: 1 + (2 * worst) / (this.colors.length - 1), bad: false };
+  }
+}
+
+export function isBad(grad) {
+  const norm = grad.norm;
+  return Boolean(grad.has_nan || grad.has_inf) || typeof norm !== "number" || !Number.isFinite(norm);
+}
