@@ -268,7 +268,11 @@ def _call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, t
         function = _load(location, name)
     except _UsageError as error:
         raise _Failure(str(error), 2) from None
-    except Exception as error:
+    except KeyboardInterrupt as error:
+        raise _Failure("interrupted", 130) from error
+    except SystemExit as error:
+        raise _Failure(f"importing {location} called {_exit_call(error)}") from error
+    except BaseException as error:  # GeneratorExit too
         raise _Failure(f"importing {location} raised {_one_line(error)}") from error
     bar.set_description(f"{_PROG}: running {name}()")
     try:
@@ -277,15 +281,17 @@ def _call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, t
     except KeyboardInterrupt as error:
         raise _Failure("interrupted", 130) from error
     except SystemExit as error:
-        raise _Failure(
-            f"{location}:{name}() called sys.exit({'' if error.code is None else repr(error.code)}) instead of returning "
-            "the roots; nothing was written"
-        ) from error
+        raise _Failure(f"{location}:{name}() called {_exit_call(error)} instead of returning the roots; nothing was written") from error
     except BaseException as error:  # GeneratorExit and the like, too: never exit 0 without files
         raise _Failure(f"{location}:{name}() raised {_one_line(error)}") from error
     bar.update()
     bar.set_description(f"{_PROG}: tracing the graph")
     return split_result(result)
+
+
+def _exit_call(error: SystemExit) -> str:
+    """``sys.exit(3)``, as the user's code called it."""
+    return f"sys.exit({'' if error.code is None else repr(error.code)})"
 
 
 def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
