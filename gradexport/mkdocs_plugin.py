@@ -442,8 +442,17 @@ def _fenced(text: str, info: str) -> str:
     return f"{fence}{info}\n{text.rstrip()}\n{fence}"
 
 
+#: Front matter for every Mermaid diagram: draw it at its natural size, as the SVGs
+#: are. By default mermaid.js scales a diagram down to the column's width, so a
+#: large graph's text shrinks until it cannot be read; the container scrolls instead.
+_MERMAID_FRONT_MATTER = "---\nconfig:\n  flowchart:\n    useMaxWidth: false\n---\n"
+
+
 def _diagram_html(name: str, text: str) -> str:
+    # data-search-exclude keeps the diagram's text (Mermaid source, SVG labels)
+    # out of Material's search index: it matches the prose, not the node ids.
     if name == "mermaid":
         # The markup pymdownx.superfences writes for a mermaid fence, which Material renders.
-        return f'<div class="gradexport-diagram"><pre class="mermaid"><code>{html.escape(text)}</code></pre></div>'
-    return f'<div class="gradexport-diagram gradexport-svg">{text}</div>'
+        source = html.escape(_MERMAID_FRONT_MATTER + text)
+        return f'<div class="gradexport-diagram" data-search-exclude><pre class="mermaid"><code>{source}</code></pre></div>'
+    return f'<div class="gradexport-diagram gradexport-svg">{text.replace("<svg", "<svg data-search-exclude", 1)}</div>'
