@@ -3,13 +3,13 @@
 The seed blog computes ``x.grad`` by hand: call ``l.grad_fn`` with ``dl``, route
 what it returns through ``next_functions`` to the right input slot of the next
 node, and so on until the ``AccumulateGrad`` nodes fill ``.grad``.
-:func:`replay` does that for any graph, in dependency order, and keeps what
+`replay` does that for any graph, in dependency order, and keeps what
 each node received and returned, so that the docs can show a graph next to
 the gradients that flowed through it.
 
-A direct call is not what the engine does, and :func:`replay` closes the gaps:
+A direct call is not what the engine does, and `replay` closes the gaps:
 
-* every node runs under :func:`torch.no_grad` (otherwise ``.grad`` gets a
+* every node runs under `torch.no_grad` (otherwise ``.grad`` gets a
   ``grad_fn``, as in the blog's own output);
 * gradients that reach the same input slot are summed, and ``None`` is passed
   where nothing arrives;
@@ -17,12 +17,12 @@ A direct call is not what the engine does, and :func:`replay` closes the gaps:
   broadcast dimensions) and cast to its dtype, as the engine's
   ``validate_outputs`` does: otherwise a ``Linear`` bias gets an unreduced
   gradient and a float32 leaf fed by float64 work gets a float64 ``.grad``;
-* Python nodes (custom :class:`torch.autograd.Function`, reentrant checkpoint,
+* Python nodes (custom `torch.autograd.Function`, reentrant checkpoint,
   ``torch.compile`` regions, module backward hooks) run through ``.apply`` with
   zeros where nothing arrived, and their per-argument results are mapped onto
   ``next_functions``.
 
-Where it cannot match the engine, :func:`replay` raises :class:`ReplayError`
+Where it cannot match the engine, `replay` raises `ReplayError`
 naming the node instead of returning different gradients: hooks (checked
 before any node runs), ``Error`` nodes (also checked first), freed or stale
 saved tensors and ops without a derivative (when the node fails).
@@ -32,7 +32,7 @@ Hooks are found where Python can see them: node hooks (``register_hook``,
 ``Tensor.register_hook`` hooks of the root and leaf tensors. A hook that
 ``Tensor.register_hook`` put on an intermediate tensor lives in C++ on that
 tensor's ``grad_fn`` and cannot be listed from Python: replay does not run it.
-Use :func:`gradexport.record_gradients`, which runs the real backward, for
+Use `gradexport.record_gradients`, which runs the real backward, for
 graphs with such hooks.
 
 Other differences, none of which changes a gradient: the replay does not free
@@ -41,7 +41,8 @@ tensors (``retain_grad``; the steps hold those gradients), and always gives a
 custom Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
-Example (the blog's first example):
+Examples:
+    The blog's first example:
     >>> import torch, gradexport
     >>> _ = torch.manual_seed(6)
     >>> x = torch.randn(4, 4, requires_grad=True)
@@ -72,7 +73,7 @@ from .saved import tensor_meta
 
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]
 
-#: What :func:`replay` and :func:`gradexport.record_gradients` accept as ``grad_outputs``.
+#: What `replay` and `gradexport.record_gradients` accept as ``grad_outputs``.
 GradOutputs = torch.Tensor | Sequence[Any] | Mapping[str, Any] | None
 
 _ERROR_OPS = frozenset({"Error", "NotImplemented"})
@@ -82,7 +83,7 @@ class ReplayError(RuntimeError):
     """The replay cannot do what the autograd engine would do at a node.
 
     Attributes:
-        node: The graph id of the node (as :func:`gradexport.to_networkx` gives it).
+        node: The graph id of the node (as `gradexport.to_networkx` gives it).
         op: The node's type name, e.g. ``"MulBackward0"``.
     """
 
@@ -102,7 +103,7 @@ class Start:
 
     @property
     def target(self) -> torch.Tensor | GradientEdge:
-        """What :func:`torch.autograd.backward` takes for this start: the root tensor, or its GradientEdge."""
+        """What `torch.autograd.backward` takes for this start: the root tensor, or its GradientEdge."""
         if self.root.tensor is not None:
             return self.root.tensor
         return GradientEdge(self.root.node, self.input_nr)
@@ -110,7 +111,7 @@ class Start:
 
 @dataclass(frozen=True)
 class ReplayStart:
-    """A root's starting gradient in a :class:`Replay`: ``grad`` entered slot ``input_nr`` of graph node ``node``."""
+    """A root's starting gradient in a `Replay`: ``grad`` entered slot ``input_nr`` of graph node ``node``."""
 
     name: str
     node: str
@@ -143,12 +144,12 @@ class ReplayStep:
 
 @dataclass
 class Replay:
-    """The record of a :func:`replay`: the graph, every step in order, and the leaves' ``.grad``.
+    """The record of a `replay`: the graph, every step in order, and the leaves' ``.grad``.
 
     Attributes:
-        graph: The graph, exactly as :func:`gradexport.to_networkx` builds it
+        graph: The graph, exactly as `gradexport.to_networkx` builds it
             for the same roots (same node ids).
-        steps: One :class:`ReplayStep` per backward and leaf node, in the
+        steps: One `ReplayStep` per backward and leaf node, in the
             order they ran.
         grads: Each leaf's ``.grad`` after the replay (a copy), keyed by the
             leaf's names (every name of a tied parameter), or by its node id
@@ -187,7 +188,7 @@ class Replay:
         most ``max_values`` elements (one line per row of the last dimension
         when it has several rows), else its norm, min and max.
 
-        Example:
+        Examples:
             >>> import torch, gradexport
             >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
             >>> print(gradexport.replay((x * 3).sum(), params={"x": x}).to_text(precision=1))
@@ -222,7 +223,7 @@ class Replay:
         return self.to_text()
 
     def to_dict(self, *, values_up_to: int = 16) -> dict[str, Any]:
-        """A JSON-friendly summary: every tensor as :func:`gradient_summary` describes it.
+        """A JSON-friendly summary: every tensor as `gradient_summary` describes it.
 
         Keys: ``roots`` (the graph's root records), ``starts`` (list of
         ``{"name", "node", "input_nr", "grad"}``), ``steps`` (list of ``{"node", "op", "inputs", "outputs"}``;
@@ -270,10 +271,10 @@ def replay(
     ``grad_fn``; existing ``.grad`` are added to, as by the engine. See the
     module docstring for what the replay refuses and how it differs. The
     record keeps every gradient of the pass; for graphs tens of thousands of
-    nodes deep, run it inside :func:`gradexport.run_with_large_stack`.
+    nodes deep, run it inside `gradexport.run_with_large_stack`.
 
     Args:
-        roots: As for :func:`gradexport.to_networkx`: a tensor, a ``grad_fn``
+        roots: As for `gradexport.to_networkx`: a tensor, a ``grad_fn``
             Node, a ``GradientEdge``, or a (nested) sequence or mapping of them.
         grad_outputs: The gradient each root starts with. ``None`` means ones
             for every scalar root (an error for others, as in torch). Else a
@@ -281,11 +282,11 @@ def replay(
             mapping from root name to tensor; ``None`` entries mean ones. A bare
             Node root takes a sequence with one gradient per input slot.
         params: Names for leaf tensors (``model.named_parameters()``); they
-            key :attr:`Replay.grads`.
+            key `Replay.grads`.
         module: A module whose parameters and buffers name the leaves.
 
     Returns:
-        The :class:`Replay` record.
+        The `Replay` record.
 
     Raises:
         ReplayError: at a node whose engine behaviour the replay cannot match
@@ -334,9 +335,9 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
 
     Missing gradients become ones for scalar roots; shapes and complex-ness are
     checked by torch's own ``_make_grads`` (the code behind
-    :func:`torch.autograd.backward`), so the messages are torch's.
+    `torch.autograd.backward`), so the messages are torch's.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from gradexport.roots import collect_roots
         >>> x = torch.ones(2, requires_grad=True)
@@ -371,7 +372,7 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
     elements. ``norm``, ``min`` and ``max`` are Python floats and may be
     ``nan`` or ``inf``.
 
-    Example:
+    Examples:
         >>> gradient_summary(torch.tensor([3.0, -4.0]))
         {'shape': [2], 'dtype': 'float32', 'norm': 5.0, 'min': -4.0, 'max': 3.0, 'has_nan': False, 'has_inf': False, 'values': [3.0, -4.0]}
     """

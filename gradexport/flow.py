@@ -1,7 +1,7 @@
 """Gradient flow: run a real backward and put the gradient of every edge on the graph.
 
-:func:`record_gradients` builds the graph (as :func:`gradexport.to_networkx`),
-registers a hook on every node, runs :func:`torch.autograd.backward` and
+`record_gradients` builds the graph (as `gradexport.to_networkx`),
+registers a hook on every node, runs `torch.autograd.backward` and
 stores on each edge what flowed along it, so that a writer can label edges or
 colour them by magnitude: a vanishing or exploding gradient shows at the edge
 where it happens.
@@ -12,7 +12,7 @@ the receiving slot's shape and dtype, which is exactly what travels along the
 edge. They return ``None``, so gradients are unchanged, and are removed
 afterwards, also when backward fails.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> graph = gradexport.record_gradients((x * 3).sum(), params={"x": x})
@@ -51,32 +51,32 @@ def record_gradients(
 ) -> nx.MultiDiGraph:
     """Run ``backward`` from ``roots`` and return the graph with each edge's gradient.
 
-    This is a real :func:`torch.autograd.backward`: the leaves' ``.grad`` are
+    This is a real `torch.autograd.backward`: the leaves' ``.grad`` are
     accumulated exactly as without recording, and the graph's buffers are
     freed unless ``retain_graph=True``.
 
     Every edge along which a gradient flowed gets the attribute ``grad``, a
-    :func:`gradexport.backward_replay.gradient_summary`: ``{"shape", "dtype", "norm",
+    `gradexport.backward_replay.gradient_summary`: ``{"shape", "dtype", "norm",
     "min", "max", "has_nan", "has_inf"}`` plus ``"values"`` (nested lists)
     for tensors of at most ``values_up_to`` elements. A root edge carries the
     gradient the root started with. Edges along which nothing flowed (the
     engine passed ``None``) have no ``grad``.
 
-    As with :func:`gradexport.to_networkx`, build and drop graphs tens of
-    thousands of nodes deep inside :func:`gradexport.run_with_large_stack`.
+    As with `gradexport.to_networkx`, build and drop graphs tens of
+    thousands of nodes deep inside `gradexport.run_with_large_stack`.
 
     Args:
-        roots: As for :func:`gradexport.to_networkx`.
+        roots: As for `gradexport.to_networkx`.
         params: Names for leaf tensors.
         module: A module whose parameters and buffers name the leaves.
-        grad_outputs: As for :func:`gradexport.replay`: ``None`` (ones for
+        grad_outputs: As for `gradexport.replay`: ``None`` (ones for
             scalar roots), a tensor, a sequence in root order or a mapping by
             root name.
         values_up_to: Store the values of gradients with at most this many elements.
-        retain_graph: Passed to :func:`torch.autograd.backward`.
+        retain_graph: Passed to `torch.autograd.backward`.
 
     Returns:
-        The graph of :func:`gradexport.to_networkx` with ``grad`` on the edges.
+        The graph of `gradexport.to_networkx` with ``grad`` on the edges.
     """
     result = trace(roots, params=params, module=module, caller="record_gradients")
     graph = result.graph

@@ -1,21 +1,25 @@
 """A MkDocs plugin that runs autograd examples at build time and embeds their graphs.
 
-Enable it in ``mkdocs.yml``::
+Enable it in ``mkdocs.yml``:
 
-    plugins:
-      - search
-      - gradexport
+```yaml
+plugins:
+  - search
+  - gradexport
+```
 
 Then write an example as a fenced block whose language is ``gradexport``;
-options go on the fence line, as ``key="value"`` pairs::
+options go on the fence line, as ``key="value"`` pairs:
 
-    ```gradexport formats="mermaid svg" show="code output diagram"
-    import torch
-    x = torch.ones(3, requires_grad=True)
-    loss = (x * 2).sum()
-    print(loss)
-    loss
-    ```
+````markdown
+```gradexport formats="mermaid svg" show="code output diagram"
+import torch
+x = torch.ones(3, requires_grad=True)
+loss = (x * 2).sum()
+print(loss)
+loss
+```
+````
 
 The block is replaced by its code, what it printed, and the autograd graph of
 its roots. The roots are the value of the block's last line when that line is
@@ -26,31 +30,27 @@ cells of a notebook, so a later block sees the tensors of an earlier one.
 
 Options (each optional):
 
-``show``
-    Which parts to show, any of ``code``, ``output``, ``diagram``
-    (default: all three; ``output`` is left out when nothing was printed).
-``formats``
-    ``mermaid`` (drawn by mermaid.js in the browser), ``svg`` (laid out by
-    Graphviz at build time and inlined), or both, shown as content tabs
-    (needs the ``pymdownx.tabbed`` extension). Default: the plugin's
-    ``formats`` option.
-``graph``
-    A Python expression, evaluated after the block ran, giving the roots
-    (anything :func:`gradexport.to_networkx` takes, or a graph it built).
-Export options
-    Any option of the export functions that can be written as text (see
-    :mod:`gradexport.options`; the guide lists them all): ``direction``,
-    ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
-    ``group_modules``, ``depth``, ``fit``, ``edge_metadata``, ``prog``, e.g.
-    ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and
-    ``none`` are read as Python's ``True``, ``False``, ``None``. An option
-    that applies to none of the block's formats stops the build.
+- ``show``: which parts to show, any of ``code``, ``output``, ``diagram``
+  (default: all three; ``output`` is left out when nothing was printed).
+- ``formats``: ``mermaid`` (drawn by mermaid.js in the browser), ``svg`` (laid
+  out by Graphviz at build time and inlined), or both, shown as content tabs
+  (needs the ``pymdownx.tabbed`` extension). Default: the plugin's ``formats``
+  option.
+- ``graph``: a Python expression, evaluated after the block ran, giving the
+  roots (anything `gradexport.to_networkx` takes, or a graph it built).
+- Export options: any option of the export functions that can be written as
+  text (see `gradexport.options`; the guide lists them all): ``direction``,
+  ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
+  ``group_modules``, ``depth``, ``fit``, ``edge_metadata``, ``prog``, e.g.
+  ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and
+  ``none`` are read as Python's ``True``, ``False``, ``None``. An option that
+  applies to none of the block's formats stops the build.
 
-A failing block stops the build with a :class:`mkdocs.exceptions.PluginError`
+A failing block stops the build with a `mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
 those of the Markdown file. A warning raised while a block runs is logged as a
 MkDocs warning, so ``mkdocs build --strict`` stops on it too. Examples run inside
-:func:`gradexport.run_with_large_stack`, so deep graphs are safe to build and
+`gradexport.run_with_large_stack`, so deep graphs are safe to build and
 free. Results are cached in memory per page, keyed by the page's blocks, the
 gradexport version and the library's source files: ``mkdocs serve`` re-runs a
 page's examples when the page or the library changes (the plugin watches the
@@ -62,7 +62,7 @@ to ``mkdocs.yml``; run ``npm ci`` to get it) and loads it before the theme's
 scripts, so that Material for MkDocs finds it and fetches nothing from a CDN.
 Set ``mermaid_js: ""`` to load mermaid.js yourself.
 
-Example:
+Examples:
     >>> blocks = find_blocks(['# Title', '```gradexport show="code"', 'x = 1', '```'], "page.md")
     >>> [(block.line, block.code, sorted(block.options.show)) for block in blocks]
     [(3, 'x = 1\\n', ['code'])]
@@ -161,7 +161,7 @@ class ExampleError(Exception):
 def parse_options(info: str, default_formats: tuple[str, ...], where: str) -> BlockOptions:
     """Parse the ``key="value"`` pairs after ``gradexport`` on a fence line.
 
-    Example:
+    Examples:
         >>> options = parse_options('formats="svg" graph="loss" direction="LR"', ("mermaid",), "page.md:1")
         >>> sorted(options.show), options.formats, options.graph, options.export
         (['code', 'diagram', 'output'], ('svg',), 'loss', (('direction', 'LR'),))
@@ -244,7 +244,7 @@ def run_blocks(blocks: list[Block], path: str, shown_as: str) -> list[BlockResul
     """Run ``blocks`` in order in one fresh namespace and render their diagrams.
 
     ``path`` is the Markdown file (tracebacks show its lines); ``shown_as`` names
-    the page in error messages. Run this inside :func:`gradexport.run_with_large_stack`
+    the page in error messages. Run this inside `gradexport.run_with_large_stack`
     so that the namespace, and every graph in it, is freed on the large stack.
 
     Raises:
@@ -325,7 +325,7 @@ def _forget_library() -> None:
 
 
 class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
-    """Run ``gradexport`` fenced blocks at build time; see :mod:`gradexport.mkdocs_plugin`."""
+    """Run ``gradexport`` fenced blocks at build time; see `gradexport.mkdocs_plugin`."""
 
     def __init__(self) -> None:
         # The plugin defines on_startup, so MkDocs keeps this one object across

@@ -1,13 +1,13 @@
 """Which ``nn.Module`` created each backward node.
 
 Autograd keeps no record of modules, so attribution must be captured while the
-forward pass runs. :func:`capture_modules` installs global forward hooks; when a
+forward pass runs. `capture_modules` installs global forward hooks; when a
 module's forward returns, every backward node created during that call (its
 ``_sequence_nr()`` is at least the counter's value when the call began) and
 reachable from the call's outputs is tagged with the module in the node's
 writable ``metadata`` dict. Inner modules return first, so the innermost module
 wins; modules called several times, nested modules and functional calls inside
-a forward are all covered. :func:`gradexport.to_networkx` then turns the tagged
+a forward are all covered. `gradexport.to_networkx` then turns the tagged
 module into its qualified name (``encoder.layers.3.self_attn``) when given the
 model as ``module=``, as the node attribute ``module``.
 
@@ -17,7 +17,7 @@ module but not on a path to its outputs (a tensor stashed on ``self``), and
 forward passes run before the capture or on another thread. A ``torch.compile``
 region is one opaque node and gets the module that called it.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     >>> with gradexport.capture_modules():

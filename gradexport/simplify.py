@@ -1,23 +1,23 @@
 """Make a large graph readable: fold modules, keep what matters, drop the noise.
 
-All functions take a graph from :func:`gradexport.to_networkx` and return a new
+All functions take a graph from `gradexport.to_networkx` and return a new
 one; the input is never changed. They use only the graph, not torch.
 
-- :func:`collapse` folds every module nested ``depth`` levels or deeper into
+- `collapse` folds every module nested ``depth`` levels or deeper into
   one node of kind ``"module"`` (the model itself is level 0, ``encoder`` level
   1, ``encoder.layers.3`` level 3), using the node attribute ``module`` that
-  :func:`gradexport.capture_modules` makes possible.
-- :func:`only_reaching` keeps the part of the graph that carries gradient to
+  `gradexport.capture_modules` makes possible.
+- `only_reaching` keeps the part of the graph that carries gradient to
   given parameters.
-- :func:`hide` removes AccumulateGrad leaves or contracts chosen ops (views,
+- `hide` removes AccumulateGrad leaves or contracts chosen ops (views,
   reshapes) while keeping every path between the remaining nodes.
-- :func:`fit` picks the deepest collapse that fits a node and edge budget, or
+- `fit` picks the deepest collapse that fits a node and edge budget, or
   says what to do.
 
 Edges that stand for several original edges carry ``count``; every edge of a
 graph made here carries it (1 for an untouched edge) so a writer can show it.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
     >>> with gradexport.capture_modules():
@@ -42,7 +42,7 @@ from .formats.mermaid import LIMITS as MERMAID_LIMITS
 
 __all__ = ["VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
 
-#: Backward ops of views and reshapes: pure plumbing that :func:`hide` can contract.
+#: Backward ops of views and reshapes: pure plumbing that `hide` can contract.
 VIEW_OPS = frozenset(
     {
         "AliasBackward0",
@@ -210,7 +210,7 @@ def hide(graph: nx.MultiDiGraph, *, leaves: bool = False, ops: Collection[str] =
     ops in ``via`` and multiplies the counts. Leaves are dropped with their
     in-edges; their parents record how many under ``hidden_leaves``.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> w = torch.randn(3, 2, requires_grad=True)
         >>> graph = gradexport.to_networkx((torch.ones(4, 3) @ w.t().t()).sum())
@@ -259,7 +259,7 @@ def fit(
     max_edges: int | None = MERMAID_LIMITS.max_edges,
     fits: Callable[[nx.MultiDiGraph], bool] | None = None,
 ) -> nx.MultiDiGraph:
-    """Return ``graph`` if it is within budget, else the deepest :func:`collapse` that is.
+    """Return ``graph`` if it is within budget, else the deepest `collapse` that is.
 
     The default edge budget is mermaid.js's own limit (500 edges). ``fits``
     adds a test of its own, asked only of candidates within the node and edge
@@ -270,7 +270,7 @@ def fit(
         GraphTooLargeError: when even ``depth=0`` is over budget, or the graph
             has no module information to collapse by; the message says what to do.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> stack = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(4)))
         >>> with gradexport.capture_modules():

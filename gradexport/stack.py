@@ -4,10 +4,10 @@ torch frees an autograd graph recursively in C++. Once Python has touched the
 ``next_functions`` of a chain some 50,000 nodes deep, freeing that chain
 overflows the main thread's usual 8 MiB stack and kills the process with a
 segmentation fault, wherever the last reference is dropped. Build, export and
-drop deep graphs inside :func:`run_with_large_stack` so that the free happens
+drop deep graphs inside `run_with_large_stack` so that the free happens
 on a thread whose stack is large enough.
 
-Example:
+Examples:
     >>> import torch
     >>> def deep_chain_size():
     ...     x = torch.zeros(1, requires_grad=True)

@@ -1,12 +1,12 @@
 """Atomic file output: a reader never sees a half-written diagram.
 
 Each file is written to a temporary file in its own folder and moved over the
-target with :func:`os.replace` (atomic on POSIX and Windows) once complete.
-:class:`StagedFiles` stages several files and publishes them only when all
+target with `os.replace` (atomic on POSIX and Windows) once complete.
+`StagedFiles` stages several files and publishes them only when all
 were written, so a failed render (say, Graphviz missing for the SVG) leaves
 every old file as it was and no temporary file behind.
 
-Example:
+Examples:
     >>> import pathlib, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp()) / "new" / "folder"
     >>> with atomic_open(folder / "a.txt") as file:

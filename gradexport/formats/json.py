@@ -1,15 +1,15 @@
 """JSON for an autograd graph: NetworkX node-link data, byte-stable, round-tripping.
 
-The document is :func:`networkx.node_link_data` with edges under ``"edges"``:
+The document is `networkx.node_link_data` with edges under ``"edges"``:
 ``{"directed": true, "multigraph": true, "graph": {...}, "nodes": [{"id": "n0",
 ...}], "edges": [{"source": "n0", "target": "n1", "key": 0, ...}]}``, with every
-node, edge and graph attribute of :mod:`gradexport.graph`. Keys are sorted and
+node, edge and graph attribute of `gradexport.graph`. Keys are sorted and
 separators fixed, so the same graph always gives the same bytes. The text is
 ASCII (other characters as ``\\u`` escapes), so a name with any character,
 even a lone surrogate, survives a file. Non-finite floats (a NaN gradient
-norm) are written as ``NaN``/``Infinity``, as Python's :mod:`json` reads them.
+norm) are written as ``NaN``/``Infinity``, as Python's `json` reads them.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph(roots=[{"name": "loss", "node": "n0", "input_nr": 0}])
     >>> g.add_node("n0", kind="backward", op="AddBackward0")
@@ -42,7 +42,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 
 def generate_json(graph: GraphSource) -> Iterator[str]:
-    """Yield the JSON text of ``graph`` (a graph or a stream, see :mod:`~gradexport.formats.source`) in chunks, then a final newline.
+    """Yield the JSON text of ``graph`` (a graph or a stream, see `gradexport.formats.source`) in chunks, then a final newline.
 
     The text is exactly ``json.dumps(networkx.node_link_data(graph,
     edges="edges"), sort_keys=True, separators=(",", ":"))``, produced a
@@ -109,7 +109,7 @@ def write_json(graph: GraphSource, path: str | os.PathLike[str] | IO[str]) -> No
 
 
 def from_json(text: str | bytes) -> nx.MultiDiGraph:
-    """The graph that :func:`to_json` wrote: same nodes, edges with keys, and attributes."""
+    """The graph that `to_json` wrote: same nodes, edges with keys, and attributes."""
     data = json.loads(text)
     graph = nx.node_link_graph(data, directed=True, multigraph=True, edges="edges")
     if not isinstance(graph, nx.MultiDiGraph):
@@ -118,6 +118,6 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
 
 
 def read_json(path: str | os.PathLike[str]) -> nx.MultiDiGraph:
-    """Read a graph from a file written by :func:`write_json`."""
+    """Read a graph from a file written by `write_json`."""
     with open(path, encoding="utf-8") as file:
         return from_json(file.read())

@@ -4,14 +4,14 @@ Node labels by kind: a root shows its name and tensor; a backward node its op
 (``MulBackward0``), its module path when the diagram draws no module boxes,
 its special kind and, with ``show_saved``, what it saved; a leaf its
 parameter names and tensor; a None slot ``None``; a folded module (from
-:func:`gradexport.collapse`) its path and how many nodes it stands for.
+`gradexport.collapse`) its path and how many nodes it stands for.
 
 Label lines are plain text with control characters shown as escapes (a
 newline in a name reads ``\\n``); each writer escapes them for its syntax.
 Element ids are safe in every syntax without quoting: ``n0``, ``n1``... for
 the graph model's ids, ``u<hex>`` for any other id.
 
-Example:
+Examples:
     >>> node_lines({"kind": "leaf", "names": ["w"], "shape": [3], "dtype": "float64"}, show_saved=False, show_module=False)
     ('w', '(3,) float64')
 """
@@ -36,7 +36,7 @@ def element_id(node: Any) -> str:
     becomes ``u`` followed by the hex of its ``repr``, so that no name,
     keyword or punctuation ever reaches the syntax as an id.
 
-    Example:
+    Examples:
         >>> element_id("n12"), element_id("end"), element_id(3)
         ('n12', 'u27656e6427', 'u33')
     """
@@ -55,7 +55,7 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def printable(text: str) -> str:
     """``text`` with control characters written as escapes, so that it is one visible line.
 
-    Example:
+    Examples:
         >>> printable("a\\nb\\x00")
         'a\\\\nb\\\\x00'
     """
@@ -71,7 +71,7 @@ def _escape(match: re.Match[str]) -> str:
 def tensor_text(record: Mapping[str, Any]) -> str:
     """``(4, 4)``, plus the dtype unless float32 and the device unless cpu.
 
-    Example:
+    Examples:
         >>> tensor_text({"shape": [2], "dtype": "float64", "device": "cpu"})
         '(2,) float64'
     """
@@ -130,7 +130,7 @@ def node_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: boo
 
 
 def look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:
-    """What a backward node's or a leaf's look depends on (see :func:`_node_lines`); None for other nodes."""
+    """What a backward node's or a leaf's look depends on (see `_node_lines`); None for other nodes."""
     if show_saved and "saved" in attributes:
         return None
     if kind == "backward":
