@@ -95,7 +95,7 @@ def test_api_reference_shows_the_public_api_as_written(built_site):
     """No reStructuredText or Sphinx syntax leaks into the page, internals are left out, examples are code."""
     page = page_html(built_site, "reference.md")
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
-    assert not re.search(r"::[ \t]*$", text, re.M), "an RST literal block (`text::`) leaked"
+    assert not re.search(r"::[ \t]*$", text, re.MULTILINE), "an RST literal block (`text::`) leaked"
     assert not re.search(r":(func|class|meth|mod|data|attr|exc|obj):`", text), "a Sphinx role leaked"
     for internal in ("GraphStream.discover", "GraphStream.none_node", "mkdocs_plugin.GradexportPlugin.on_startup",
                      "mkdocs_plugin.run_blocks"):
