@@ -59,7 +59,7 @@ def test_second_example_draws_two_labelled_edges_into_unbind(built_site):
     add = (first + second).grad_fn
     assert [input_nr for _, input_nr in add.next_functions] == [0, 1]
 
-    (source,) = mermaid_sources(page_html(built_site, "blog/unbind-then-add.md"))
+    source = mermaid_sources(page_html(built_site, "blog/unbind-then-add.md"))[0]  # the graph; step pictures follow
     ids = {name: re.search(rf'(\w+)[\[({{]+"[^"]*{name}', source)[1] for name in ("AddBackward0", "UnbindBackward0")}
     labels = re.findall(rf'{ids["AddBackward0"]} -->\|"([^"]*)"\| {ids["UnbindBackward0"]}\b', source)
     assert sorted(label.split("<br")[0] for label in labels) == ["0→0", "1→1"]
