@@ -264,14 +264,24 @@ def _wait_for_mermaid(page: Any, cdp: Any, expected: int) -> None:
     page.wait_for_timeout(100)  # let the last diagram's labels settle
 
 
+#: Diagrams wider or taller than their box must scroll into view: nothing may lie left of or above the box.
+_CUT_OFF = """() => [...document.querySelectorAll(".gradexport-diagram")].flatMap((box, index) => {
+  const outer = box.getBoundingClientRect();
+  return [...box.children].map(child => child.getBoundingClientRect())
+    .filter(inner => inner.width > 0 && (inner.left < outer.left - 1 || inner.top < outer.top - 1))
+    .map(inner => `diagram ${index + 1} starts ${Math.round(outer.left - inner.left)} px left of its box`);
+})"""
+
+
 def _text_problems(page: Any, where: str) -> tuple[list[str], int]:
     measured = page.evaluate(_MEASURE_TEXT)
+    cut_off = [f"{where}: {problem}" for problem in page.evaluate(_CUT_OFF)]
     problems = [
         f"{where}: {item['text']!r} has contrast {item['contrast']:.2f} ({item['colour']} on {item['background']})"
         for item in measured if item["contrast"] < MIN_CONTRAST
     ]
     problems += [f"{where}: {item['text']!r} is drawn at {item['px']:.1f} px" for item in measured if item["px"] < MIN_TEXT_PX - 0.05]
-    return problems, len(measured)
+    return problems + cut_off, len(measured)
 
 
 def test_diagram_text_is_readable_in_both_themes(built_site, site_url, browser):
