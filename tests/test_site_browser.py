@@ -330,3 +330,31 @@ def test_figures_are_shown_at_full_size(built_site, site_url, browser):
             shown += 1
         page.close()
     assert shown >= 1
+
+
+def test_long_code_lines_scroll_clear_of_the_copy_button(built_site, site_url, browser):
+    """A code or output block wider than the column scrolls, and scrolled to its end, its text stops left of the copy button."""
+    page = browser.new_page()
+    page.goto(site_url + "blog/multiply-then-sum/", wait_until="load")
+    # Material adds its copy button only where the browser can copy (not headless Chromium):
+    # add the same markup, so that the theme's own CSS places and sizes it.
+    blocks = page.evaluate("""() => [...document.querySelectorAll('.md-typeset pre')].map(pre => {
+      const code = pre.querySelector(':scope > code');
+      if (!code) return null;
+      let nav = pre.querySelector('.md-code__nav');
+      if (!nav) {
+        nav = Object.assign(document.createElement('nav'), {className: 'md-code__nav'});
+        nav.append(Object.assign(document.createElement('button'), {className: 'md-code__button'}));
+        code.before(nav);
+      }
+      // Scrolled to the end, the longest line ends where the code box's padding starts.
+      const textEnd = code.getBoundingClientRect().right - parseFloat(getComputedStyle(code).paddingRight);
+      return {overflows: code.scrollWidth > code.clientWidth, scrolls: getComputedStyle(code).overflowX,
+              textEnd, button: nav.getBoundingClientRect().left};
+    }).filter(Boolean)""")
+    page.close()
+    assert blocks, "no code block found"
+    assert any(block["overflows"] for block in blocks), "the page has no long line to check"
+    assert all(block["scrolls"] in ("auto", "scroll") for block in blocks)
+    covered = [block for block in blocks if block["overflows"] and block["textEnd"] > block["button"] + 0.5]
+    assert not covered, f"the end of a long line lies under the copy button: {covered}"
