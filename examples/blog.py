@@ -22,7 +22,7 @@ def multiply_then_sum() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor
     x = torch.randn(4, 4, requires_grad=True)
     y = torch.randn(4, 4, requires_grad=True)
     z = x * y
-    l = z.sum()  # noqa: E741 (the blog's name)
+    l = z.sum()
     return {"l": l}, {"x": x, "y": y}
 
 
@@ -31,7 +31,7 @@ def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
     torch.manual_seed(6)
     x = torch.randn(2, requires_grad=True)
     x1, x2 = x.unbind()
-    l = x1 + x2  # noqa: E741
+    l = x1 + x2
     return {"l": l}, {"x": x}
 
 

@@ -18,9 +18,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradexport"
 #: Modules whose docstrings the docs/_griffe_docstrings.py adapter still rewrites for the reference.
 STILL_ADAPTED = {"export.py", "cli.py", "options.py", "formats/registry.py"}
 PROBLEMS = {
-    "a singular Example: heading": re.compile(r"^\s*Example(?: \([^)]*\))?:\s*$", re.M),
+    "a singular Example: heading": re.compile(r"^\s*Example(?: \([^)]*\))?:\s*$", re.MULTILINE),
     "a Sphinx role": re.compile(r":(?:func|class|meth|mod|data|attr|exc|obj):`"),
-    "a reStructuredText literal block (text::)": re.compile(r"\S::\s*$", re.M),
+    "a reStructuredText literal block (text::)": re.compile(r"\S::\s*$", re.MULTILINE),
 }
 
 
