@@ -10,7 +10,10 @@ reads (see ``gradexport --help``)::
 
 from __future__ import annotations
 
+import networkx as nx
 import torch
+
+import gradexport
 
 
 def multiply_then_sum() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -19,7 +22,7 @@ def multiply_then_sum() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor
     x = torch.randn(4, 4, requires_grad=True)
     y = torch.randn(4, 4, requires_grad=True)
     z = x * y
-    l = z.sum()  # noqa: E741 (the blog's name)
+    l = z.sum()
     return {"l": l}, {"x": x, "y": y}
 
 
@@ -28,5 +31,29 @@ def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
     torch.manual_seed(6)
     x = torch.randn(2, requires_grad=True)
     x1, x2 = x.unbind()
-    l = x1 + x2  # noqa: E741
+    l = x1 + x2
     return {"l": l}, {"x": x}
+
+
+def step_picture(record: gradexport.Replay, *numbers: int) -> nx.MultiDiGraph:
+    """The graph of a replay with the node of each step in ``numbers`` boxed and the gradients it sent marked.
+
+    The box is a module box of the diagram writers, named after the step; each
+    edge the node sent a gradient along gets that gradient's norm, so the
+    writers label it ``‖g‖`` and colour it. Steps count from 1, as
+    ``Replay.to_text`` numbers them.
+
+    Examples:
+        >>> roots, names = multiply_then_sum()
+        >>> picture = step_picture(gradexport.replay(roots, params=names), 2)
+        >>> picture.nodes["n2"]["module"], sorted(round(g["norm"], 2) for *_, g in picture.edges(data="grad") if g)
+        ('step 2: MulBackward0 is called', [3.6, 4.54])
+    """
+    graph = record.graph.copy()
+    for number in numbers:
+        step = record.steps[number - 1]
+        graph.nodes[step.node]["module"] = f"step {number}: {step.op} is called"
+        for position, (target, grad) in enumerate(zip(step.targets, step.outputs, strict=True)):
+            if target is not None and grad is not None:
+                graph.edges[step.node, target[0], position]["grad"] = {"norm": float(grad.norm())}
+    return graph

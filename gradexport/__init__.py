@@ -1,6 +1,6 @@
 """gradexport: see, export and replay PyTorch's autograd graph.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.randn(3, requires_grad=True)
     >>> graph = gradexport.to_networkx((x * 2).sum(), params={"x": x})

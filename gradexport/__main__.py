@@ -1,4 +1,4 @@
-"""``python -m gradexport``: the command line of :mod:`gradexport.cli`."""
+"""``python -m gradexport``: the command line of `gradexport.cli`."""
 
 from .cli import main
 

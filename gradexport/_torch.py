@@ -10,27 +10,27 @@ that changed: when a new torch breaks gradexport, that file says where.
 The private APIs used, with the torch 2.13 behaviour relied on:
 
 * ``Node._sequence_nr()``: creation order; 2**64 - 1 for ``AccumulateGrad``
-  (:func:`sequence_nr`, :func:`sequence_nr_getter`).
+  (`sequence_nr`, `sequence_nr_getter`).
 * ``torch._C._autograd._get_sequence_nr()``: the thread's next sequence number
-  (:func:`next_sequence_nr`).
+  (`next_sequence_nr`).
 * ``Node._input_metadata``: shape, dtype and device per input slot
-  (:func:`input_metadata`, :func:`num_inputs`).
+  (`input_metadata`, `num_inputs`).
 * ``torch.autograd._make_grads``: the start gradients of
-  :func:`torch.autograd.backward` (:func:`make_grad`).
+  `torch.autograd.backward` (`make_grad`).
 * ``Tensor._backward_hooks``: a tensor's ``register_hook`` hooks
-  (:func:`tensor_hook_count`).
+  (`tensor_hook_count`).
 * ``RemovableHandle.hooks_dict_ref()`` of a Node hook: the node's hook dict
-  (:func:`node_hook_counts`).
+  (`node_hook_counts`).
 * ``Node._saved_<name>`` and ``Node._raw_saved_<name>`` with
-  ``SavedTensor.unpack_hook`` (:func:`saved_names`, :func:`read_saved`,
-  :func:`saved_is_hook_packed`) and the text of the errors that reading them
-  raises (:func:`saved_read_failure`).
-* ``torch.utils._pytree.tree_leaves`` (:func:`tensor_leaves`).
-* ``torch.autograd.graph._engine_run_backward`` (what :func:`torch.autograd.grad`
+  ``SavedTensor.unpack_hook`` (`saved_names`, `read_saved`,
+  `saved_is_hook_packed`) and the text of the errors that reading them
+  raises (`saved_read_failure`).
+* ``torch.utils._pytree.tree_leaves`` (`tensor_leaves`).
+* ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
-  node's tensor hooks first (:func:`run_tensor_hooks`).
+  node's tensor hooks first (`run_tensor_hooks`).
 
-Example:
+Examples:
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> node = (x * 2).grad_fn
@@ -102,7 +102,7 @@ class SlotMetadata(Protocol):
 def signed(value: int) -> int:
     """Undo torch's unsigned read-back of negative ints (``dim=-1`` and ``AccumulateGrad``'s sequence number read as 2**64 - 1).
 
-    Example:
+    Examples:
         >>> signed(2**64 - 1), signed(3)
         (-1, 3)
     """
@@ -112,7 +112,7 @@ def signed(value: int) -> int:
 def sequence_nr(node: Node) -> int:
     """``node._sequence_nr()``: the node's creation order on its thread, as torch reads it (unsigned).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(1, requires_grad=True)
         >>> sequence_nr((x * 2).grad_fn.next_functions[0][0]) == ACCUMULATE_GRAD_SEQUENCE_NR
@@ -125,7 +125,7 @@ def sequence_nr(node: Node) -> int:
 def sequence_nr_getter(node_type: type) -> Callable[[Node], int]:
     """The unbound ``_sequence_nr`` of a Node type, for hot loops: ``getter(node)`` costs what ``node._sequence_nr()`` does.
 
-    Example:
+    Examples:
         >>> import torch
         >>> node = (torch.ones(1, requires_grad=True) * 2).grad_fn
         >>> sequence_nr_getter(type(node))(node) == sequence_nr(node)
@@ -137,7 +137,7 @@ def sequence_nr_getter(node_type: type) -> Callable[[Node], int]:
 def next_sequence_nr() -> int:
     """The sequence number the next Node created on this thread gets (``torch._C._autograd._get_sequence_nr()``).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(1, requires_grad=True)
         >>> before = next_sequence_nr()
@@ -153,7 +153,7 @@ def input_metadata(node: Node) -> Sequence[SlotMetadata]:
     Raises:
         RuntimeError, AttributeError: for a node type that does not expose it.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, 3, requires_grad=True)
         >>> [(list(m.shape), m.dtype) for m in input_metadata((x * 2).grad_fn)]
@@ -165,7 +165,7 @@ def input_metadata(node: Node) -> Sequence[SlotMetadata]:
 def num_inputs(node: Node) -> int:
     """How many input slots ``node`` has (the number of its forward op's outputs).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> num_inputs(x.unbind()[0].grad_fn)
@@ -175,7 +175,7 @@ def num_inputs(node: Node) -> int:
 
 
 def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) -> torch.Tensor:
-    """The start gradient :func:`torch.autograd.backward` makes for ``target`` from ``grad``.
+    """The start gradient `torch.autograd.backward` makes for ``target`` from ``grad``.
 
     ``None`` becomes ones for a scalar; shapes and complex-ness are checked by
     torch's own ``torch.autograd._make_grads``, so the errors are torch's.
@@ -183,7 +183,7 @@ def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) ->
     Raises:
         RuntimeError: as torch does (``grad`` missing for a non-scalar, wrong shape).
 
-    Example:
+    Examples:
         >>> import torch
         >>> make_grad((torch.ones(2, requires_grad=True) * 2).sum(), None)
         tensor(1.)
@@ -195,7 +195,7 @@ def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) ->
 def tensor_hook_count(tensor: torch.Tensor) -> int:
     """How many ``Tensor.register_hook`` hooks ``tensor`` holds (``tensor._backward_hooks``).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(1, requires_grad=True)
         >>> _ = x.register_hook(lambda grad: None)
@@ -223,7 +223,7 @@ def node_hook_counts(node: Node) -> NodeHooks:
     besides the probe is someone else's hook. The probe is removed at once
     (which leaves an empty dict on the node, as removing any hook does).
 
-    Example:
+    Examples:
         >>> import torch
         >>> node = (torch.ones(1, requires_grad=True) * 2).grad_fn
         >>> _ = node.register_prehook(lambda grads: None)
@@ -257,7 +257,7 @@ def run_tensor_hooks(node: Node, grads: Sequence[torch.Tensor | None]) -> tuple[
     unchanged, slot by slot, where no hook replaced it; ``None`` slots stay
     ``None``. Node pre-hooks and post-hooks are not run.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> hidden = x * 2
@@ -290,7 +290,7 @@ def run_tensor_hooks(node: Node, grads: Sequence[torch.Tensor | None]) -> tuple[
 def saved_names(node_type: type) -> tuple[str, ...]:
     """The names of what nodes of this type save for backward (``_saved_<name>`` attributes), without the prefix.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> saved_names(type((x * x).grad_fn))
@@ -303,7 +303,7 @@ def read_saved(node: Node, name: str) -> Any:
     """``node._saved_<name>``: the saved value, unpacked (a saved-tensor hook's unpack runs).
 
     Raises:
-        RuntimeError: when it was freed or modified in place; see :func:`saved_read_failure`.
+        RuntimeError: when it was freed or modified in place; see `saved_read_failure`.
     """
     return getattr(node, _SAVED + name)
 
@@ -327,7 +327,7 @@ def saved_is_hook_packed(raw: Any) -> bool:
 def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
     """Why reading a saved value raised, from torch's message: ``"freed"``, ``"stale"`` or ``None`` (another error).
 
-    Example:
+    Examples:
         >>> saved_read_failure(RuntimeError("Trying to backward through the graph a second time"))
         'freed'
     """
@@ -342,7 +342,7 @@ def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
 def compiled_original(module: torch.nn.Module) -> torch.nn.Module | None:
     """``module._orig_mod``: the module that ``torch.compile(module)`` wraps, or None for any other module.
 
-    Example:
+    Examples:
         >>> linear = torch.nn.Linear(2, 2)
         >>> compiled_original(torch.compile(linear)) is linear, compiled_original(linear)
         (True, None)
@@ -353,7 +353,7 @@ def compiled_original(module: torch.nn.Module) -> torch.nn.Module | None:
 def tensor_leaves(tree: Any) -> list[torch.Tensor]:
     """Every tensor in a nested output (tuples, lists, dicts, dataclasses torch knows), via ``torch.utils._pytree``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> len(tensor_leaves({"a": torch.ones(1), "b": (torch.ones(1), 3)}))
         2

@@ -3,13 +3,13 @@
 The seed blog computes ``x.grad`` by hand: call ``l.grad_fn`` with ``dl``, route
 what it returns through ``next_functions`` to the right input slot of the next
 node, and so on until the ``AccumulateGrad`` nodes fill ``.grad``.
-:func:`replay` does that for any graph, in dependency order, and keeps what
+`replay` does that for any graph, in dependency order, and keeps what
 each node received and returned, so that the docs can show a graph next to
 the gradients that flowed through it.
 
-A direct call is not what the engine does, and :func:`replay` closes the gaps:
+A direct call is not what the engine does, and `replay` closes the gaps:
 
-* every node runs under :func:`torch.no_grad` (otherwise ``.grad`` gets a
+* every node runs under `torch.no_grad` (otherwise ``.grad`` gets a
   ``grad_fn``, as in the blog's own output);
 * gradients that reach the same input slot are summed, and ``None`` is passed
   where nothing arrives;
@@ -17,12 +17,12 @@ A direct call is not what the engine does, and :func:`replay` closes the gaps:
   broadcast dimensions) and cast to its dtype, as the engine's
   ``validate_outputs`` does: otherwise a ``Linear`` bias gets an unreduced
   gradient and a float32 leaf fed by float64 work gets a float64 ``.grad``;
-* Python nodes (custom :class:`torch.autograd.Function`, reentrant checkpoint,
+* Python nodes (custom `torch.autograd.Function`, reentrant checkpoint,
   ``torch.compile`` regions, module backward hooks) run through ``.apply`` with
   zeros where nothing arrived, and their per-argument results are mapped onto
   ``next_functions``.
 
-Where it cannot match the engine, :func:`replay` raises :class:`ReplayError`
+Where it cannot match the engine, `replay` raises `ReplayError`
 naming the node instead of returning different gradients: hooks (checked
 before any node runs), ``Error`` nodes (also checked first), freed or stale
 saved tensors and ops without a derivative (when the node fails).
@@ -34,7 +34,7 @@ A hook that ``Tensor.register_hook`` put on an intermediate tensor (and
 ``retain_grad``) lives in C++ on that tensor's ``grad_fn`` and cannot be
 listed from Python, so replay has the engine run it: before calling a node,
 it hands the node's gradients to the engine's own tensor-hook step (see
-:func:`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
+`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
 as ``backward()`` does, in the same order, and sets ``.grad`` of retained
 tensors. A step's ``inputs`` are what the node was called with, after them.
 ``register_post_accumulate_grad_hook`` hooks run inside ``AccumulateGrad``,
@@ -45,7 +45,7 @@ the graph's saved tensors (it can run again), and always gives a custom
 Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
-Example (the blog's first example):
+Examples (the blog's first example):
     >>> import torch, gradexport
     >>> _ = torch.manual_seed(6)
     >>> x = torch.randn(4, 4, requires_grad=True)
@@ -92,7 +92,7 @@ class ReplayError(RuntimeError):
     """The replay cannot do what the autograd engine would do at a node.
 
     Attributes:
-        node: The graph id of the node (as :func:`gradexport.to_networkx` gives it).
+        node: The graph id of the node (as `gradexport.to_networkx` gives it).
         op: The node's type name, e.g. ``"MulBackward0"``.
     """
 
@@ -116,10 +116,10 @@ def replay(
     ``grad_fn``; existing ``.grad`` are added to, as by the engine. See the
     module docstring for what the replay refuses and how it differs. The
     record keeps every gradient of the pass; for graphs tens of thousands of
-    nodes deep, run it inside :func:`gradexport.run_with_large_stack`.
+    nodes deep, run it inside `gradexport.run_with_large_stack`.
 
     Args:
-        roots: As for :func:`gradexport.to_networkx`: a tensor, a ``grad_fn``
+        roots: As for `gradexport.to_networkx`: a tensor, a ``grad_fn``
             Node, a ``GradientEdge``, or a (nested) sequence or mapping of them.
         grad_outputs: The gradient each root starts with. ``None`` means ones
             for every scalar root (an error for others, as in torch). Else a
@@ -127,11 +127,11 @@ def replay(
             mapping from root name to tensor; ``None`` entries mean ones. A bare
             Node root takes a sequence with one gradient per input slot.
         params: Names for leaf tensors (``model.named_parameters()``); they
-            key :attr:`Replay.grads`.
+            key `Replay.grads`.
         module: A module whose parameters and buffers name the leaves.
 
     Returns:
-        The :class:`Replay` record.
+        The `Replay` record.
 
     Raises:
         ReplayError: at a node whose engine behaviour the replay cannot match

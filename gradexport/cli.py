@@ -24,7 +24,7 @@ raised. The function, the export and the
 freeing of the graph run on a thread with a large stack, so a graph tens of
 thousands of nodes deep cannot crash the process.
 
-Example:
+Examples:
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as stderr:
     ...     status = main(["examples/blog.py"])
@@ -92,7 +92,7 @@ def split_result(result: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, t
     A 2-tuple whose last item is an ``nn.Module``, or a non-empty mapping of
     leaf tensors, names the leaves; anything else is the roots.
 
-    Example:
+    Examples:
         >>> x = torch.ones(2, requires_grad=True)
         >>> loss = (x * 2).sum()
         >>> split_result((loss, {"x": x}))[1]
@@ -233,7 +233,7 @@ class _Failure(Exception):
 def _run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
     """Run ``work(bar)`` on this (large-stack) thread, where the user's tensors are freed; print what it returns.
 
-    Warnings raised meanwhile are printed as one line each, a :class:`_Failure` as
+    Warnings raised meanwhile are printed as one line each, a `_Failure` as
     one error line with its exit status.
     """
     from tqdm import tqdm
@@ -341,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _on_large_stack(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
-    """:func:`_run` on the large-stack thread; Ctrl-C is one line and exit 130."""
+    """`_run` on the large-stack thread; Ctrl-C is one line and exit 130."""
     try:
         return run_with_large_stack(_run, work, args, steps)
     except KeyboardInterrupt:  # Ctrl-C reaches the main thread, which waits for the worker

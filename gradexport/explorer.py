@@ -1,15 +1,15 @@
 """Open a backward graph in Model Explorer's local web app, from Python, the command line or a notebook.
 
-:func:`serve_model_explorer` writes the graph as
-:mod:`gradexport.formats.model_explorer` maps it, starts Model Explorer's own
+`serve_model_explorer` writes the graph as
+`gradexport.formats.model_explorer` maps it, starts Model Explorer's own
 server with it through Model Explorer's config API
 (``model_explorer.config().add_model_from_path(...)`` and
 ``visualize_from_config``), bound to ``127.0.0.1``, and opens the browser
-(or only prints the address). A graph from :func:`gradexport.record_gradients`
+(or only prints the address). A graph from `gradexport.record_gradients`
 comes with its gradient node data (see
-:func:`~gradexport.formats.model_explorer.gradient_node_data`), so the node
+`gradexport.formats.model_explorer.gradient_node_data`), so the node
 data panel can colour the graph by gradient norm at once.
-:func:`show_model_explorer` shows it inside a notebook: as Model Explorer
+`show_model_explorer` shows it inside a notebook: as Model Explorer
 does itself in Colab, and as an inline frame on the local server in Jupyter.
 
 Nothing leaves the machine: the web app is served from the installed
@@ -21,7 +21,7 @@ font, and the graph's labels come with the package.)
 The server reads any file the page asks for, as Model Explorer's server
 does: keep it on ``127.0.0.1``.
 
-Example:
+Examples:
     >>> from gradexport.explorer import free_port
     >>> 0 < free_port() < 65536
     True
@@ -59,7 +59,7 @@ from .graph import gc_paused
 
 __all__ = ["free_port", "serve_model_explorer", "show_model_explorer"]
 
-#: How long :func:`serve_model_explorer` waits for a server it starts in the background.
+#: How long `serve_model_explorer` waits for a server it starts in the background.
 START_TIMEOUT_S = 60
 
 #: Characters that the web app would not escape in the query string it reads a file with.
@@ -122,10 +122,10 @@ def serve_model_explorer(
     """Start Model Explorer's server with ``graph`` loaded; the page's address.
 
     Args:
-        graph: A graph of :func:`gradexport.to_networkx` (or a stream of
+        graph: A graph of `gradexport.to_networkx` (or a stream of
             one), written to a temporary ``graph.me.json`` that is removed when
             the server stops; or the path of a file written by
-            :func:`~gradexport.formats.model_explorer.write_model_explorer`.
+            `gradexport.formats.model_explorer.write_model_explorer`.
         host: The address to listen on. Keep ``127.0.0.1`` unless you mean
             to share the server: it reads any file a page asks for.
         port: The port; ``None`` picks a free one.
@@ -137,7 +137,7 @@ def serve_model_explorer(
             server answers (a notebook).
         node_data: Node data to offer, by name (``ModelNodeData`` objects,
             their JSON text); by default, for a graph with ``grad`` records,
-            every metric of :func:`~gradexport.formats.model_explorer.gradient_node_data`
+            every metric of `gradexport.formats.model_explorer.gradient_node_data`
             (not for a stream, which can be read only once).
         options: Passed to the writer (only ``show_none`` applies).
         label: The graph collection's label in Model Explorer.
@@ -220,9 +220,9 @@ def show_model_explorer(graph: GraphSource | str | os.PathLike[str], *, height: 
     shows; the browser must run on the same machine as the kernel.
 
     Args:
-        graph: As for :func:`serve_model_explorer`.
+        graph: As for `serve_model_explorer`.
         height: The frame's height in pixels.
-        **serve: Other arguments of :func:`serve_model_explorer` (``port``, ``node_data``...).
+        **serve: Other arguments of `serve_model_explorer` (``port``, ``node_data``...).
     """
     if _in_colab():
         serve_model_explorer(graph, open_browser=False, block=True, colab_height=height, **serve)

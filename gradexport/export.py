@@ -1,35 +1,35 @@
 """From roots or a graph to diagram text and files, in one call.
 
-Every function takes either roots (what :func:`gradexport.to_networkx` takes:
+Every function takes either roots (what `gradexport.to_networkx` takes:
 a tensor, a ``grad_fn``, a tuple, list or dict of them) or a graph it built,
-plus keyword options, each declared once in :mod:`gradexport.options`:
+plus keyword options, each declared once in `gradexport.options`:
 
 - Trace options, only with roots: ``params`` (names for leaves, as
   ``model.named_parameters()`` gives), ``module`` (a module whose parameters
   and buffers name the leaves, and whose submodules name the nodes of a
-  forward pass run inside :func:`gradexport.capture_modules`),
+  forward pass run inside `gradexport.capture_modules`),
   ``edge_metadata`` (the shape, dtype and device of the gradient on every edge).
 - Fold options: ``depth`` (fold every module nested that deep or deeper into
-  one node, see :func:`gradexport.collapse`); ``fit`` (Mermaid only, default
+  one node, see `gradexport.collapse`); ``fit`` (Mermaid only, default
   ``True``: when the diagram is over mermaid.js's limits and the graph knows
   its modules, draw the deepest collapse that fits, with a
-  :class:`gradexport.MermaidSizeWarning` saying so).
-- Diagram options (:class:`gradexport.DiagramOptions`): ``direction``,
+  `gradexport.MermaidSizeWarning` saying so).
+- Diagram options (`gradexport.DiagramOptions`): ``direction``,
   ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
   ``group_modules``. ``show_none`` and ``show_saved`` also make a trace
   record None slots and saved values; ``edge_shapes`` records edge shapes.
 - Render options: ``prog`` (SVG only: the Graphviz program).
 
-An option that does nothing for the call is a :class:`TypeError` naming
+An option that does nothing for the call is a `TypeError` naming
 where it applies: ``to_dot(x, fit=False)``, ``to_json(x, direction="LR")``,
 ``to_dot(graph, params=...)``.
 
 Every call traces roots once, whatever the formats, and draws the graph
-while it walks it (a :class:`gradexport.GraphStream`, with no MultiDiGraph
+while it walks it (a `gradexport.GraphStream`, with no MultiDiGraph
 in between) wherever no format needs the whole graph. Formats are listed in
-:mod:`gradexport.formats.registry`.
+`gradexport.formats.registry`.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> torch.manual_seed(6)  # doctest: +ELLIPSIS
     <torch._C.Generator object at ...>
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_html", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
 
-#: What the functions of this module accept: a graph from :func:`gradexport.to_networkx`, or roots.
+#: What the functions of this module accept: a graph from `gradexport.to_networkx`, or roots.
 GraphOrRoots = Union[nx.MultiDiGraph, Roots]
 
 
@@ -82,7 +82,7 @@ def prepare(
 
     Raises:
         TypeError: an unknown option or one that does not apply (see
-            :meth:`gradexport.options.ExportOptions.from_keywords`), or a
+            `gradexport.options.ExportOptions.from_keywords`), or a
             graph that is not a ``MultiDiGraph``.
     """
     is_graph = isinstance(graph_or_roots, nx.Graph)
@@ -133,7 +133,7 @@ def _warn_without_shapes(graph: nx.MultiDiGraph, caller: str) -> None:
 def as_graph(graph_or_roots: GraphOrRoots, formats: Sequence[str] = ("dot",), *, caller: str = "as_graph", **options: Unpack[ExportKeywords]) -> tuple[nx.MultiDiGraph, ExportOptions]:
     """The whole graph of roots or a graph, folded as asked, with the options read for ``formats``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> graph, options = as_graph(x * 2, params={"x": x}, direction="LR")
@@ -151,12 +151,12 @@ def _text(name: str, graph_or_roots: GraphOrRoots, keywords: ExportKeywords) -> 
 
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """Graphviz DOT text (see :mod:`gradexport.formats.dot` for the legend)."""
+    """Graphviz DOT text (see `gradexport.formats.dot` for the legend)."""
     return _text("dot", graph_or_roots, options)
 
 
 def to_pydot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> pydot.Dot:
-    """The DOT of :func:`to_dot` as a :class:`pydot.Dot` (parsing costs time on large graphs)."""
+    """The DOT of `to_dot` as a `pydot.Dot` (parsing costs time on large graphs)."""
     source, export_options = prepare(graph_or_roots, ["dot"], options, caller="to_pydot")
     return dot.to_pydot(source, export_options.diagram)
 
@@ -167,12 +167,12 @@ def to_mermaid(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) 
 
 
 def to_svg(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """SVG text rendered by Graphviz; ``prog`` picks the program (see :mod:`gradexport.formats.svg`)."""
+    """SVG text rendered by Graphviz; ``prog`` picks the program (see `gradexport.formats.svg`)."""
     return _text("svg", graph_or_roots, options)
 
 
 def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """Node-link JSON of the graph; :func:`gradexport.from_json` reads it back to an equal graph.
+    """Node-link JSON of the graph; `gradexport.from_json` reads it back to an equal graph.
 
     From roots it is the JSON of ``to_networkx(roots)`` with the same
     options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
@@ -181,7 +181,7 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
 
 
 def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
-    """The interactive viewer: one self-contained HTML page that loads nothing (see :mod:`gradexport.formats.html`).
+    """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
     fans of leaves), lays out only what is shown, in a Web Worker, and has
@@ -192,7 +192,7 @@ def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options
     Raises:
         ViewerTooLargeError: a graph too large even for the viewer, before anything is built.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> page = to_html((x * 2).sum(), params={"x": x})
@@ -207,7 +207,7 @@ def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options
 def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphCollection:
     """The graph built with Google Model Explorer's own classes (``pip install gradexport[explorer]``).
 
-    See :mod:`gradexport.formats.model_explorer` for the mapping; ``write(...,
+    See `gradexport.formats.model_explorer` for the mapping; ``write(...,
     formats="model-explorer")`` writes the file Model Explorer loads.
 
     Raises:
@@ -221,7 +221,7 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
 def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
     """The text of each format, from one trace (what the MkDocs plugin embeds).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> sorted(render((x * 2).sum(), "dot,json", params={"x": x}))
@@ -244,14 +244,14 @@ def write(
 ) -> dict[str, Path]:
     """Write one file per format into ``folder`` (created as needed), named ``stem`` plus the extension.
 
-    Formats and their extensions are in :mod:`gradexport.formats.registry`
+    Formats and their extensions are in `gradexport.formats.registry`
     (``.dot``, ``.svg``, ``.mmd``, ``.json``...). Roots are traced once; one
     format that can be drawn while the graph is walked is. The files appear
     only once all of them were written: if one fails (say, no Graphviz for
     the SVG), none changes and no temporary file remains.
 
     Args:
-        graph_or_roots: A graph from :func:`gradexport.to_networkx`, or roots.
+        graph_or_roots: A graph from `gradexport.to_networkx`, or roots.
         folder: Where to write.
         formats: Format names, or one comma-separated string.
         stem: The file name without extension.
@@ -268,7 +268,7 @@ def write(
         OutputError: a folder or file cannot be written.
         GraphvizNotFoundError, RenderError: SVG could not be rendered.
 
-    Example:
+    Examples:
         >>> import tempfile, torch, gradexport
         >>> x = torch.ones(3, requires_grad=True)
         >>> paths = gradexport.write((x * x).sum(), tempfile.mkdtemp(), "dot,json", params={"x": x})

@@ -1,7 +1,7 @@
 """Gradient flow: run a real backward and put the gradient of every edge on the graph.
 
-:func:`record_gradients` builds the graph (as :func:`gradexport.to_networkx`),
-registers a hook on every node, runs :func:`torch.autograd.backward` and
+`record_gradients` builds the graph (as `gradexport.to_networkx`),
+registers a hook on every node, runs `torch.autograd.backward` and
 stores on each edge what flowed along it, so that a writer can label edges or
 colour them by magnitude: a vanishing or exploding gradient shows at the edge
 where it happens.
@@ -12,7 +12,7 @@ the receiving slot's shape and dtype, which is exactly what travels along the
 edge. They return ``None``, so gradients are unchanged, and are removed
 afterwards, also when backward fails.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> graph = gradexport.record_gradients((x * 3).sum(), params={"x": x})
@@ -54,12 +54,12 @@ def record_gradients(
 ) -> nx.MultiDiGraph:
     """Run ``backward`` from ``roots`` and return the graph with each edge's gradient.
 
-    This is a real :func:`torch.autograd.backward`: the leaves' ``.grad`` are
+    This is a real `torch.autograd.backward`: the leaves' ``.grad`` are
     accumulated exactly as without recording, and the graph's buffers are
     freed unless ``retain_graph=True``.
 
     Every edge along which a gradient flowed gets the attribute ``grad``, a
-    :func:`gradexport.gradstats.gradient_summary`: ``{"shape", "dtype", "norm",
+    `gradexport.gradstats.gradient_summary`: ``{"shape", "dtype", "norm",
     "min", "max", "has_nan", "has_inf"}`` plus ``"values"`` (nested lists)
     for tensors of at most ``values_up_to`` elements. A root edge carries the
     gradient the root started with. Edges along which nothing flowed (the
@@ -67,27 +67,27 @@ def record_gradients(
 
     Every node the engine called gets ``exec_order``: 1 for the first node
     it called, 2 for the next, and so on (from a pre-hook on every node,
-    see :func:`run_observed`). Nodes it did not call (pruned by ``inputs=``)
+    see `run_observed`). Nodes it did not call (pruned by ``inputs=``)
     have none.
 
-    As with :func:`gradexport.to_networkx`, build and drop graphs tens of
-    thousands of nodes deep inside :func:`gradexport.run_with_large_stack`.
+    As with `gradexport.to_networkx`, build and drop graphs tens of
+    thousands of nodes deep inside `gradexport.run_with_large_stack`.
 
     Args:
-        roots: As for :func:`gradexport.to_networkx`.
+        roots: As for `gradexport.to_networkx`.
         params: Names for leaf tensors.
         module: A module whose parameters and buffers name the leaves.
-        grad_outputs: As for :func:`gradexport.replay`: ``None`` (ones for
+        grad_outputs: As for `gradexport.replay`: ``None`` (ones for
             scalar roots), a tensor, a sequence in root order or a mapping by
             root name.
         values_up_to: Store the values of gradients with at most this many elements.
-        retain_graph: Passed to :func:`torch.autograd.backward`.
-        inputs: Passed to :func:`torch.autograd.backward`: only these leaves
+        retain_graph: Passed to `torch.autograd.backward`.
+        inputs: Passed to `torch.autograd.backward`: only these leaves
             (tensors or GradientEdges) accumulate, and only the nodes on a
             path to them run.
 
     Returns:
-        The graph of :func:`gradexport.to_networkx` with ``grad`` on the edges.
+        The graph of `gradexport.to_networkx` with ``grad`` on the edges.
     """
     result = trace(roots, params=params, module=module, caller="record_gradients")
     graph = result.graph
@@ -96,7 +96,7 @@ def record_gradients(
     return graph
 
 
-#: A callback of :func:`run_observed` before a node runs: node id and the gradient at each input slot.
+#: A callback of `run_observed` before a node runs: node id and the gradient at each input slot.
 PreCallback = Callable[[str, tuple[torch.Tensor | None, ...]], None]
 #: A callback after a node ran: node id, what flowed along each ``next_functions`` position, what it received.
 PostCallback = Callable[[str, tuple[torch.Tensor | None, ...], tuple[torch.Tensor | None, ...]], None]
@@ -112,10 +112,10 @@ def record_flow(
     retain_graph: bool = False,
     inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
 ) -> list[str]:
-    """The backward pass of :func:`record_gradients` on a traced graph, with extra callbacks.
+    """The backward pass of `record_gradients` on a traced graph, with extra callbacks.
 
     Stores ``grad`` on the edges of ``result.graph`` and ``exec_order`` on
-    its nodes, calls ``pre`` and ``post`` as :func:`run_observed` does, and
+    its nodes, calls ``pre`` and ``post`` as `run_observed` does, and
     returns the ids of the nodes run, in order.
     """
     summarize = partial(gradient_summary, values_up_to=values_up_to)
@@ -151,7 +151,7 @@ def run_observed(
     retain_graph: bool = False,
     inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
 ) -> list[str]:
-    """Run :func:`torch.autograd.backward` from ``starts`` with hooks on every node of ``result``.
+    """Run `torch.autograd.backward` from ``starts`` with hooks on every node of ``result``.
 
     Returns the ids of the nodes the engine called, in the order it called
     them, and stores that order as the node attribute ``exec_order`` (1 for
@@ -165,7 +165,7 @@ def run_observed(
     fails. Anomaly mode is off during the pass, so a NaN is recorded rather
     than raised (the forward tracebacks it stored are kept).
 
-    Example:
+    Examples:
         >>> import torch
         >>> from gradexport.backward_replay import start_gradients
         >>> x = torch.ones(2, requires_grad=True)

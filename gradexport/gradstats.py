@@ -1,10 +1,10 @@
 """Gradient statistics: what a gradient looks like in numbers, as JSON-friendly values.
 
-:func:`gradexport.record_gradients` puts one on every edge; a
-:class:`gradexport.Replay`'s text and :meth:`~gradexport.Replay.to_dict` use the
+`gradexport.record_gradients` puts one on every edge; a
+`gradexport.Replay`'s text and `gradexport.Replay.to_dict` use the
 same summary.
 
-Example:
+Examples:
     >>> import torch
     >>> gradient_summary(torch.tensor([[1.0, float("inf")]]), values_up_to=0)["has_inf"]
     True
@@ -31,7 +31,7 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
     elements. ``norm``, ``min`` and ``max`` are Python floats and may be
     ``nan`` or ``inf``.
 
-    Example:
+    Examples:
         >>> gradient_summary(torch.tensor([3.0, -4.0]))
         {'shape': [2], 'dtype': 'float32', 'norm': 5.0, 'min': -4.0, 'max': 3.0, 'has_nan': False, 'has_inf': False, 'values': [3.0, -4.0]}
     """

@@ -1,4 +1,4 @@
-"""The graph model: an autograd graph as a faithful :class:`networkx.MultiDiGraph`.
+"""The graph model: an autograd graph as a faithful `networkx.MultiDiGraph`.
 
 Schema (a public contract; writers, replay and the docs rely on it):
 
@@ -15,15 +15,15 @@ so the same program always yields the same ids. Every node has ``kind``:
     ``::`` and is not unique), ``sequence_nr`` (``node._sequence_nr()``,
     creation order), ``num_next`` (``len(node.next_functions)``),
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
-    some), ``special`` (only for special nodes, see :data:`SPECIAL_KINDS`),
-    ``saved`` (only with ``saved=True``, see :func:`gradexport.saved.summarize_saved`),
+    some), ``special`` (only for special nodes, see `SPECIAL_KINDS`),
+    ``saved`` (only with ``saved=True``, see `gradexport.saved.summarize_saved`),
     ``saved_bytes`` and ``saved_bytes_shared`` (only with ``saved=True``: the
     bytes of the storages its saved tensors keep alive, see
-    :func:`gradexport.saved.saved_storages`; a storage counts in
+    `gradexport.saved.saved_storages`; a storage counts in
     ``saved_bytes`` of the first node in id order that holds it and in
     ``saved_bytes_shared`` of every later one),
     ``module`` (only when ``module=`` is given and the forward pass ran
-    inside :func:`gradexport.capture_modules`: the qualified name of the
+    inside `gradexport.capture_modules`: the qualified name of the
     innermost module that created the node, ``""`` for the model itself).
 ``"leaf"``
     An ``AccumulateGrad`` node, which writes a leaf's ``.grad``. The backward
@@ -52,25 +52,25 @@ Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 ``""`` for the model itself: ``{"": "ResNet", "layer1.0": "BasicBlock"}``),
 which module boxes use for their titles; with ``saved=True``, ``saved_bytes``:
 the bytes of all distinct storages that saved tensors keep alive (the sum of
-the nodes' ``saved_bytes``; see :func:`gradexport.saved_memory`).
-:func:`gradexport.collapse` adds ``collapsed_depth`` and/or ``collapsed_modules``.
+the nodes' ``saved_bytes``; see `gradexport.saved_memory`).
+`gradexport.collapse` adds ``collapsed_depth`` and/or ``collapsed_modules``.
 
 Attributes that other functions add to this graph (writers may style them):
 
-- ``exec_order`` (node; :func:`gradexport.record_gradients`,
-  :func:`gradexport.replay`, :func:`gradexport.find_nonfinite`): 1, 2, ...,
+- ``exec_order`` (node; `gradexport.record_gradients`,
+  `gradexport.replay`, `gradexport.find_nonfinite`): 1, 2, ...,
   the position in which the engine (or the replay) called the node; absent
   on roots and on nodes that did not run (pruned by ``inputs=``).
-- ``grad`` (edge; :func:`gradexport.record_gradients`): the gradient that
-  flowed along it, see :data:`gradexport.flow.GRAD_KEYS`.
-- ``nonfinite`` (:func:`gradexport.find_nonfinite`, on
+- ``grad`` (edge; `gradexport.record_gradients`): the gradient that
+  flowed along it, see `gradexport.flow.GRAD_KEYS`.
+- ``nonfinite`` (`gradexport.find_nonfinite`, on
   ``NonfiniteReport.graph``): on a node, ``"origin"`` where gradients went
   NaN or Inf although all it received was finite, ``"reached"`` where it
   received a non-finite gradient (down to the parameters); on an edge,
   ``"origin"`` for the non-finite gradients an origin sent, ``"path"`` for
   the others that carried one. The graph attribute ``nonfinite`` lists the
   origins in execution order.
-- ``diff`` (node and edge; :func:`gradexport.diff`): ``"same"``,
+- ``diff`` (node and edge; `gradexport.diff`): ``"same"``,
   ``"changed"``, ``"added"`` or ``"removed"``; with ``changes`` (attribute to
   ``[before, after]``) where changed, ``a_id``/``b_id`` on nodes,
   ``replaces`` (ids) on an opaque node that stands for a region of the other
@@ -128,7 +128,7 @@ def to_networkx(
     saved: bool = False,
     edge_metadata: bool = False,
 ) -> nx.MultiDiGraph:
-    """Build the autograd graph behind ``roots`` as a :class:`networkx.MultiDiGraph`.
+    """Build the autograd graph behind ``roots`` as a `networkx.MultiDiGraph`.
 
     Args:
         roots: A tensor, a ``grad_fn`` Node, a ``GradientEdge``, or a
@@ -136,7 +136,7 @@ def to_networkx(
         params: Names for leaf tensors, as ``model.named_parameters()`` gives.
         module: A module whose parameters (tied ones under all their names)
             and buffers name the leaves; with a forward pass captured by
-            :func:`gradexport.capture_modules`, it also names the module of
+            `gradexport.capture_modules`, it also names the module of
             every backward node.
         show_none: Add a ``kind="none"`` node for every ``(None, 0)`` slot.
         saved: Summarise each node's saved tensors and attributes under ``saved``.
@@ -150,7 +150,7 @@ def to_networkx(
     Raises:
         RootError: when ``roots`` is empty, not tensor-like, or has no graph.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.randn(4, 4, requires_grad=True)
         >>> y = torch.randn(4, 4, requires_grad=True)
@@ -171,7 +171,7 @@ class Trace(NamedTuple):
     graph: nx.MultiDiGraph
     #: Node id in ``graph`` of every backward and leaf Node.
     ids: dict[Node, str]
-    #: The roots, as :func:`gradexport.roots.collect_roots` named them.
+    #: The roots, as `gradexport.roots.collect_roots` named them.
     roots: list[Root]
 
 
@@ -185,12 +185,12 @@ def trace(
     edge_metadata: bool = False,
     caller: str = "to_networkx",
 ) -> Trace:
-    """Like :func:`to_networkx`, but also return the Node of each id and the collected roots.
+    """Like `to_networkx`, but also return the Node of each id and the collected roots.
 
     The Trace holds references to the autograd graph: drop it when done, on a
-    large stack for deep graphs (see :mod:`gradexport.stack`).
+    large stack for deep graphs (see `gradexport.stack`).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> loss = (x * 3).sum()
@@ -283,17 +283,17 @@ def _type_facts(node_type: type) -> tuple[str, str | None, Callable[[Node], int]
 
 
 class GraphStream:
-    """The graph of :func:`to_networkx`, one node at a time, without building it.
+    """The graph of `to_networkx`, one node at a time, without building it.
 
-    It takes the arguments of :func:`to_networkx` and checks them at once.
-    Iterating yields an :data:`Adjacency` per node, in id order, each once
-    its out-edges are known; after the last one, :attr:`graph_attributes`
-    holds the graph attributes and :attr:`ids` the Node of every id.
-    :meth:`to_networkx` stores these records in a MultiDiGraph; the writers
+    It takes the arguments of `to_networkx` and checks them at once.
+    Iterating yields an `Adjacency` per node, in id order, each once
+    its out-edges are known; after the last one, `graph_attributes`
+    holds the graph attributes and `ids` the Node of every id.
+    `to_networkx` stores these records in a MultiDiGraph; the writers
     can also draw them as they come (``gradexport.to_dot(tensor)`` does),
     which keeps a second copy of the graph out of memory. A stream can be
     iterated once, and holds the Nodes it walks until it is dropped. For a
-    large graph, iterate it inside :func:`gc_paused`, as the export
+    large graph, iterate it inside `gc_paused`, as the export
     functions do.
 
     This is the hot loop of every export (about a million iterations for a
@@ -301,7 +301,7 @@ class GraphStream:
     read once and carried in the queue with the node's attribute dict, and
     per-type facts and dtype/device strings are cached.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
         >>> stream = GraphStream((x * 2).sum())
@@ -311,7 +311,7 @@ class GraphStream:
         3
     """
 
-    #: Every id is ``n`` followed by digits (see :mod:`gradexport.formats.source`).
+    #: Every id is ``n`` followed by digits (see `gradexport.formats.source`).
     model_ids = True
 
     def __init__(
@@ -415,7 +415,7 @@ class GraphStream:
             self.graph_attributes["saved_bytes"] = self.saved_bytes
 
     def to_networkx(self) -> nx.MultiDiGraph:
-        """Store the whole stream in the MultiDiGraph that :func:`to_networkx` returns.
+        """Store the whole stream in the MultiDiGraph that `to_networkx` returns.
 
         The records go straight into the graph's documented dict-of-dicts
         storage (``_node``, ``_succ``, ``_pred``): they already have its shape,

@@ -1,6 +1,6 @@
 """What changed between two backward graphs: one graph with every node and edge marked.
 
-:func:`diff` matches the nodes of two graphs by what survives a change to
+`diff` matches the nodes of two graphs by what survives a change to
 the model, never by their ids (ids are positions in a walk, and one added
 layer shifts them all):
 
@@ -18,20 +18,20 @@ layer shifts them all):
    ``difflib`` aligns lines: the longest runs of equal tokens match first.
    Where a run is replaced by a run of the same length, the nodes are
    paired in order and reported as ``changed`` (an activation swapped,
-   ``ReluBackward0`` for ``GeluBackward0``). Beyond :data:`ALIGN_LIMIT`
+   ``ReluBackward0`` for ``GeluBackward0``). Beyond `ALIGN_LIMIT`
    pairs of leftover nodes this step is skipped.
 4. An opaque node that matched nothing (a ``torch.compile`` region, a
    reentrant checkpoint, a custom Function) stands for the unmatched nodes
    of the other graph that hang below its matched parents: it is reported
    as one replacement of that region, not as so many removals.
 
-The result is a new graph with the schema of :mod:`gradexport.graph` (nodes
+The result is a new graph with the schema of `gradexport.graph` (nodes
 renumbered ``n0``, ``n1``, ...: first those of ``b`` in ``b``'s order, then
 those only in ``a``), each node and edge carrying ``diff``, one of
-:data:`DIFF_STATES`. Attributes only one of the graphs carries (a graph built
+`DIFF_STATES`. Attributes only one of the graphs carries (a graph built
 without ``module=`` or ``saved=True``) are not compared.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(3, requires_grad=True)
     >>> before = gradexport.to_networkx((x * 2).sum(), params={"x": x})
@@ -64,7 +64,7 @@ __all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command", "
 #: Values of the node and edge attribute ``diff``.
 DIFF_STATES = ("same", "changed", "added", "removed")
 
-#: What :func:`diff` compares: a graph, the path of a JSON file gradexport wrote, or roots.
+#: What `diff` compares: a graph, the path of a JSON file gradexport wrote, or roots.
 Diffable = nx.MultiDiGraph | str | os.PathLike | Roots
 
 #: Node attributes compared between matched nodes (when both graphs carry them).
@@ -88,17 +88,17 @@ def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
     """Compare two backward graphs and return one graph marking what was added, removed or changed.
 
     Args:
-        a: The graph before: a MultiDiGraph from :func:`gradexport.to_networkx`
-            (or :func:`gradexport.record_gradients`), the path of a JSON file
-            written by gradexport, or roots (traced with :func:`gradexport.to_networkx`).
+        a: The graph before: a MultiDiGraph from `gradexport.to_networkx`
+            (or `gradexport.record_gradients`), the path of a JSON file
+            written by gradexport, or roots (traced with `gradexport.to_networkx`).
         b: The graph after, likewise.
 
     Returns:
         A MultiDiGraph with the attributes of ``b`` (of ``a`` for removed
         nodes and edges) plus, on every node and edge, ``diff`` (see
-        :data:`DIFF_STATES`) and, where ``changed``, ``changes``: a dict from
+        `DIFF_STATES`) and, where ``changed``, ``changes``: a dict from
         attribute to ``[value in a, value in b]`` (``grad`` compares the
-        statistics of :data:`GRAD_FIELDS` when both graphs recorded
+        statistics of `GRAD_FIELDS` when both graphs recorded
         gradients). Nodes carry ``a_id`` and/or ``b_id``, their ids in the
         inputs. An opaque node that replaced a region carries ``replaces``
         (the ids of the region's nodes), and they carry ``replaced_by``. The
@@ -115,9 +115,9 @@ def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
 
 
 def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
-    """A readable summary of a :func:`diff` graph: counts, replacements, then up to ``limit`` nodes of each state.
+    """A readable summary of a `diff` graph: counts, replacements, then up to ``limit`` nodes of each state.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> x = torch.ones(3, requires_grad=True)
         >>> print(describe_diff(gradexport.diff((x * 2).sum(), (x * 2).exp().sum())))
@@ -156,7 +156,7 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
 def diff_command(a: Diffable, b: Diffable) -> tuple[int, str]:
     """What ``gradexport diff A B`` prints and exits with: 0 when the graphs match, 1 when they differ (as ``diff(1)``).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(3, requires_grad=True)
         >>> diff_command((x * 2).sum(), (x * 3).sum())
@@ -167,7 +167,7 @@ def diff_command(a: Diffable, b: Diffable) -> tuple[int, str]:
 
 
 def differs(graph: nx.MultiDiGraph) -> bool:
-    """Whether a graph from :func:`diff` has any node or edge changed, added or removed."""
+    """Whether a graph from `diff` has any node or edge changed, added or removed."""
     counts = graph.graph["diff"]
     return any(counts[part][state] for part in ("nodes", "edges") for state in ("changed", "added", "removed"))
 
@@ -293,7 +293,7 @@ def _free_parents(graph: nx.MultiDiGraph, node_id: str, done: Collection[str]) -
 def _edges(adjacency: dict[str, dict[int, dict[str, Any]]]) -> Iterable[tuple[str, int, dict[str, Any]]]:
     """``(neighbour, key, attributes)`` from one node's entry of the graph's ``_succ`` or ``_pred``.
 
-    The graph's own dict-of-dicts storage (as :mod:`gradexport.graph` fills it):
+    The graph's own dict-of-dicts storage (as `gradexport.graph` fills it):
     its views cost several times more per edge, which shows on 10^4-node graphs.
     """
     return ((neighbour, key, data) for neighbour, keyed in adjacency.items() for key, data in keyed.items())

@@ -1,14 +1,14 @@
 """What holds the memory of a backward graph: the bytes of saved tensors, by node and by module.
 
 A graph built with ``saved=True`` carries, on every node, ``saved_bytes``
-and ``saved_bytes_shared`` (see :mod:`gradexport.graph`), and the graph
+and ``saved_bytes_shared`` (see `gradexport.graph`), and the graph
 attribute ``saved_bytes``, the total over distinct storages. A storage that
 several nodes keep alive (a ReLU's output saved by the ReLU and by the next
 matmul, a view of the input) counts once: in ``saved_bytes`` of the first
 node that holds it, in id order, and in ``saved_bytes_shared`` of the others.
-:func:`saved_memory` ranks them.
+`saved_memory` ranks them.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(256, requires_grad=True)               # 1 KiB
     >>> y = x.exp()                                          # saves its 1 KiB result
@@ -94,7 +94,7 @@ def saved_memory(
         top: How many nodes and modules to list.
         params: Names for leaves, when ``graph`` is roots.
         module: The model, when ``graph`` is roots: with
-            :func:`gradexport.capture_modules` around its forward, nodes get
+            `gradexport.capture_modules` around its forward, nodes get
             their module.
 
     Raises:

@@ -1,21 +1,25 @@
 """A MkDocs plugin that runs autograd examples at build time and embeds their graphs.
 
-Enable it in ``mkdocs.yml``::
+Enable it in ``mkdocs.yml``:
 
-    plugins:
-      - search
-      - gradexport
+```yaml
+plugins:
+  - search
+  - gradexport
+```
 
 Then write an example as a fenced block whose language is ``gradexport``;
-options go on the fence line, as ``key="value"`` pairs::
+options go on the fence line, as ``key="value"`` pairs:
 
-    ```gradexport formats="mermaid svg" show="code output diagram"
-    import torch
-    x = torch.ones(3, requires_grad=True)
-    loss = (x * 2).sum()
-    print(loss)
-    loss
-    ```
+````markdown
+```gradexport formats="mermaid svg" show="code output diagram"
+import torch
+x = torch.ones(3, requires_grad=True)
+loss = (x * 2).sum()
+print(loss)
+loss
+```
+````
 
 The block is replaced by its code, what it printed, and the autograd graph of
 its roots. The roots are the value of the block's last line when that line is
@@ -26,30 +30,24 @@ cells of a notebook, so a later block sees the tensors of an earlier one.
 
 Options (each optional):
 
-``show``
-    Which parts to show, any of ``code``, ``output``, ``diagram``
-    (default: all three; ``output`` is left out when nothing was printed).
-``formats``
-    ``mermaid`` (drawn by mermaid.js in the browser), ``svg`` (laid out by
-    Graphviz at build time and inlined), or both, shown as content tabs
-    (needs the ``pymdownx.tabbed`` extension). Default: the plugin's
-    ``formats`` option.
-``graph``
-    A Python expression, evaluated after the block ran, giving the roots
-    (anything :func:`gradexport.to_networkx` takes, or a graph it built).
-Export options
-    Any option of the export functions that can be written as text (see
-    :mod:`gradexport.options`; the guide lists them all): ``direction``,
-    ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
-    ``group_modules``, ``depth``, ``fit``, ``edge_metadata``, ``prog``, e.g.
-    ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and
-    ``none`` are read as Python's ``True``, ``False``, ``None``. An option
-    that applies to none of the block's formats stops the build.
+- ``show``: which parts to show, any of ``code``, ``output``, ``diagram``
+  (default: all three; ``output`` is left out when nothing was printed).
+- ``formats``: ``mermaid`` (drawn by mermaid.js in the browser), ``svg`` (laid
+  out by Graphviz at build time and inlined), ``html`` (the interactive
+  viewer, in an isolating iframe), or several, shown as content tabs (needs
+  the ``pymdownx.tabbed`` extension). Default: the plugin's ``formats`` option.
+- ``graph``: a Python expression, evaluated after the block ran, giving the
+  roots (anything `gradexport.to_networkx` takes, or a graph it built).
+- Export options: any option of the export functions that can be written as
+  text (see `gradexport.options`; the guide lists them all), e.g.
+  ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and
+  ``none`` are read as Python's ``True``, ``False``, ``None``. An option that
+  applies to none of the block's formats stops the build.
 
 Which fences run: only those Markdown renders as fences, at the top level or
 inside admonitions, content tabs and list items. A ``gradexport`` fence inside
 another fence, inside an indented code block, or inside an HTML comment that
-starts a line is text and does not run (see :func:`find_blocks`).
+starts a line is text and does not run (see `find_blocks`).
 
 How blocks run. **Blocks are trusted code**: they run with the rights of
 whoever builds the site, as any code a docs build imports does; build only
@@ -59,7 +57,7 @@ example writes with relative paths land there, not in the project. By
 default (plugin option ``isolate: true``, on Linux and other POSIX systems
 but macOS) they run in a child process forked from the build, which already
 has torch and gradexport imported, and which serves every page of the build
-(see :class:`BlockRunner`): a block that runs longer than
+(see `BlockRunner`): a block that runs longer than
 ``timeout`` seconds (default 60; 0 for none) is stopped and fails the build
 naming the page and line, and a block that ends its process
 (``os._exit(0)``, a crash) fails the build instead of ending it with exit
@@ -71,11 +69,11 @@ listed in MkDocs' ``draft_docs`` are not rendered by ``mkdocs build``, so their
 blocks do not run there; ``mkdocs serve`` renders drafts and runs their
 blocks, and a failing one shows as an error of the served build.
 
-A failing block stops the build with a :class:`mkdocs.exceptions.PluginError`
+A failing block stops the build with a `mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
 those of the Markdown file. A warning raised while a block runs is logged as a
 MkDocs warning, so ``mkdocs build --strict`` stops on it too. Examples run inside
-:func:`gradexport.run_with_large_stack`, so deep graphs are safe to build and
+`gradexport.run_with_large_stack`, so deep graphs are safe to build and
 free. Results are cached in memory per page, keyed by the page's blocks, the
 gradexport version and the library's source files: ``mkdocs serve`` re-runs a
 page's examples when the page or the library changes (the plugin watches the
@@ -87,17 +85,19 @@ to ``mkdocs.yml``; run ``npm ci`` to get it) and loads it before the theme's
 scripts, so that Material for MkDocs finds it and fetches nothing from a CDN.
 Set ``mermaid_js: ""`` to load mermaid.js yourself.
 
-All plugin options, with their defaults::
+All plugin options, with their defaults:
 
-    plugins:
-      - gradexport:
-          formats: [mermaid, svg]
-          mermaid_js: node_modules/mermaid/dist/mermaid.min.js
-          timeout: 60        # seconds per block; 0: no limit
-          max_output: 100000 # characters of printed output per block; 0: no cap
-          isolate: true      # run each page's blocks in a forked child process
+```yaml
+plugins:
+  - gradexport:
+      formats: [mermaid, svg]
+      mermaid_js: node_modules/mermaid/dist/mermaid.min.js
+      timeout: 60        # seconds per block; 0: no limit
+      max_output: 100000 # characters of printed output per block; 0: no cap
+      isolate: true      # run each page's blocks in a forked child process
+```
 
-Example:
+Examples:
     >>> blocks = find_blocks(['# Title', '```gradexport show="code"', 'x = 1', '```'], "page.md")
     >>> [(block.line, block.code, sorted(block.options.show)) for block in blocks]
     [(3, 'x = 1\\n', ['code'])]
@@ -141,7 +141,7 @@ log = logging.getLogger("mkdocs.plugins.gradexport")
 #: The parts a block can show, in the order they appear on the page.
 PARTS = ("code", "output", "diagram")
 #: Diagram formats, in the order of their tabs, with the tab titles.
-FORMATS = {"mermaid": "Mermaid", "svg": "Graphviz (SVG)"}
+FORMATS = {"mermaid": "Mermaid", "svg": "Graphviz (SVG)", "html": "Interactive viewer"}
 #: Where the plugin puts mermaid.js in the built site.
 MERMAID_SITE_PATH = "js/mermaid.min.js"
 
@@ -209,7 +209,7 @@ class ExampleError(Exception):
 def parse_options(info: str, default_formats: tuple[str, ...], where: str) -> BlockOptions:
     """Parse the ``key="value"`` pairs after ``gradexport`` on a fence line.
 
-    Example:
+    Examples:
         >>> options = parse_options('formats="svg" graph="loss" direction="LR"', ("mermaid",), "page.md:1")
         >>> sorted(options.show), options.formats, options.graph, options.export
         (['code', 'diagram', 'output'], ('svg',), 'loss', (('direction', 'LR'),))
@@ -264,7 +264,7 @@ def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] =
     is text. Admonitions (``!!!``, ``???``), content tabs (``===``) and list
     items are containers whose content is indented by 4.
 
-    Example:
+    Examples:
         >>> lines = ["<!--", "```gradexport", "hidden = 1", "```", "-->", "", "    ```gradexport", "    shown_as_code = 1", "    ```"]
         >>> find_blocks(lines, "page.md")
         []
@@ -365,9 +365,9 @@ def run_blocks(
     ``path`` is the Markdown file (tracebacks show its lines); ``shown_as`` names
     the page in error messages. Printed output beyond ``max_output`` characters
     (0: no cap) is dropped and a note says so. ``on_block(i)`` is called as
-    block ``i`` starts. Run this inside :func:`gradexport.run_with_large_stack`
+    block ``i`` starts. Run this inside `gradexport.run_with_large_stack`
     so that the namespace, and every graph in it, is freed on the large stack;
-    the plugin runs it through :class:`BlockRunner`.
+    the plugin runs it through `BlockRunner`.
 
     Raises:
         ExampleError: when a block raises, with the traceback of its own frames.
@@ -435,7 +435,7 @@ class BlockRunner:
     than ending it; after either, the next page gets a new child. Without
     ``isolate`` the blocks run in the build process, with no time limit.
 
-    Example:
+    Examples:
         >>> blocks = find_blocks(['```gradexport show="output"', "print(6 * 7)", "```"], "page.md")
         >>> with BlockRunner(timeout=10) as runner:
         ...     [result.output for result in runner.run(blocks, "page.md", "page.md")]
@@ -450,7 +450,7 @@ class BlockRunner:
         self._connection: Any = None
 
     def run(self, blocks: list[Block], path: str, shown_as: str) -> list[BlockResult]:
-        """Run one page's blocks (see :func:`run_blocks`) in a new temporary working directory, removed afterwards.
+        """Run one page's blocks (see `run_blocks`) in a new temporary working directory, removed afterwards.
 
         Raises:
             ExampleError: when a block raises, runs too long or ends the
@@ -594,7 +594,7 @@ def _forget_library() -> None:
 
 
 class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
-    """Run ``gradexport`` fenced blocks at build time; see :mod:`gradexport.mkdocs_plugin`."""
+    """Run ``gradexport`` fenced blocks at build time; see `gradexport.mkdocs_plugin`."""
 
     def __init__(self) -> None:
         # The plugin defines on_startup, so MkDocs keeps this one object across
@@ -737,8 +737,21 @@ def _fenced(text: str, info: str) -> str:
     return f"{fence}{info}\n{text.rstrip()}\n{fence}"
 
 
+#: Front matter for every Mermaid diagram: draw it at its natural size, as the SVGs
+#: are. By default mermaid.js scales a diagram down to the column's width, so a
+#: large graph's text shrinks until it cannot be read; the container scrolls instead.
+_MERMAID_FRONT_MATTER = "---\nconfig:\n  flowchart:\n    useMaxWidth: false\n---\n"
+
+
 def _diagram_html(name: str, text: str) -> str:
+    # data-search-exclude keeps the diagram's text (Mermaid source, SVG labels, the
+    # viewer's data) out of Material's search index: it matches the prose, not node ids.
     if name == "mermaid":
         # The markup pymdownx.superfences writes for a mermaid fence, which Material renders.
-        return f'<div class="gradexport-diagram"><pre class="mermaid"><code>{html.escape(text)}</code></pre></div>'
-    return f'<div class="gradexport-diagram gradexport-svg">{text}</div>'
+        source = html.escape(_MERMAID_FRONT_MATTER + text)
+        return f'<div class="gradexport-diagram" data-search-exclude><pre class="mermaid"><code>{source}</code></pre></div>'
+    if name == "html":
+        # The viewer, isolated in an iframe (its own document, scripts and styles) at a readable height.
+        frame = importlib.import_module("gradexport.formats.html").notebook_iframe(text, height=560)
+        return f'<div class="gradexport-diagram gradexport-viewer" data-search-exclude>{frame}</div>'
+    return f'<div class="gradexport-diagram gradexport-svg">{text.replace("<svg", "<svg data-search-exclude", 1)}</div>'

@@ -1,13 +1,13 @@
 """Which ``nn.Module`` created each backward node.
 
 Autograd keeps no record of modules, so attribution must be captured while the
-forward pass runs. :func:`capture_modules` installs global forward hooks; when a
+forward pass runs. `capture_modules` installs global forward hooks; when a
 module's forward returns, every backward node created during that call (its
 ``_sequence_nr()`` is at least the counter's value when the call began) and
 reachable from the call's outputs is tagged with the module in the node's
 writable ``metadata`` dict. Inner modules return first, so the innermost module
 wins; modules called several times, nested modules and functional calls inside
-a forward are all covered. :func:`gradexport.to_networkx` then turns the tagged
+a forward are all covered. `gradexport.to_networkx` then turns the tagged
 module into its qualified name (``encoder.layers.3.self_attn``) when given the
 model as ``module=``, as the node attribute ``module``.
 
@@ -22,7 +22,7 @@ model compiles into the same graphs with and without the capture; torch
 warns that global hooks fire "an extra time" for the compiled wrapper, which
 is how its region gets its module.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
     >>> with gradexport.capture_modules():
@@ -114,7 +114,7 @@ def module_of(node: Node) -> nn.Module | None:
 
 
 def named_module_of(node: Node, names: dict[int, str]) -> str | None:
-    """The qualified name (from :func:`qualified_names`) of the module captured for ``node``, or ``None``.
+    """The qualified name (from `qualified_names`) of the module captured for ``node``, or ``None``.
 
     A region of ``torch.compile(model)`` is tagged with the compiled wrapper,
     which is not among ``model``'s modules: it is named as the module it wraps.
@@ -143,7 +143,7 @@ def qualified_names(model: nn.Module) -> dict[int, str]:
 def module_classes(model: nn.Module) -> dict[str, str]:
     """``qualified name -> class name`` for ``model`` (``""``) and every submodule, in ``named_modules`` order.
 
-    Example:
+    Examples:
         >>> module_classes(torch.nn.Sequential(torch.nn.Linear(2, 2)))
         {'': 'Sequential', '0': 'Linear'}
     """

@@ -1,7 +1,7 @@
 """Where a non-finite gradient started: run a real backward and find the first node that made NaN or Inf.
 
-:func:`find_nonfinite` runs :func:`torch.autograd.backward` with a pre-hook
-and a post-hook on every node (see :func:`gradexport.flow.run_observed`), so it
+`find_nonfinite` runs `torch.autograd.backward` with a pre-hook
+and a post-hook on every node (see `gradexport.flow.run_observed`), so it
 sees exactly what the engine did: the gradient each node received, what it
 returned along each edge, and the order the engine called the nodes. An
 *origin* is a node that returned a non-finite gradient although everything
@@ -22,7 +22,7 @@ went non-finite in the same pass. Its forward tracebacks are used here: run
 the forward under ``torch.autograd.set_detect_anomaly(True)`` and each origin
 carries the line of the forward that created it.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
     >>> report = gradexport.find_nonfinite(x.sqrt().sum(), params={"x": x})
@@ -51,7 +51,7 @@ from .saved import type_name
 
 __all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
 
-#: How many positions of non-finite elements a :class:`NonfiniteGradient` keeps.
+#: How many positions of non-finite elements a `NonfiniteGradient` keeps.
 MAX_INDICES = 8
 #: How many frames of the forward traceback the text shows (the attribute keeps them all).
 TRACEBACK_FRAMES = 4
@@ -75,7 +75,7 @@ class NonfiniteGradient:
             ``None`` when all are NaN or the tensor is complex.
         max: The largest element that is not NaN, likewise.
         indices: Positions of the first non-finite elements, row-major, at
-            most :data:`MAX_INDICES`.
+            most `MAX_INDICES`.
     """
 
     slot: int
@@ -106,10 +106,10 @@ class NonfiniteOrigin:
     """A node where gradients went non-finite.
 
     Attributes:
-        node: Its graph id (as :func:`gradexport.to_networkx` numbers them).
+        node: Its graph id (as `gradexport.to_networkx` numbers them).
         op: Its type name, ``"LogBackward0"``.
         module: The qualified name of the module that created it (with
-            ``module=`` and :func:`gradexport.capture_modules`), else ``None``.
+            ``module=`` and `gradexport.capture_modules`), else ``None``.
         exec_order: Its position in the order the engine called the nodes (1 for the first).
         cause: ``"output"``: it received finite gradients and returned
             non-finite ones. ``"received"``: an input slot held a non-finite
@@ -134,16 +134,16 @@ class NonfiniteOrigin:
 
 @dataclass(frozen=True)
 class NonfiniteReport:
-    """What :func:`find_nonfinite` found: the origins, in execution order, and the marked graph.
+    """What `find_nonfinite` found: the origins, in execution order, and the marked graph.
 
     Attributes:
         origins: Every origin of the pass in the order the engine ran them;
             the first is where to start. Several mean that gradients went
             non-finite independently at several places in one pass.
-        graph: The graph of the pass: :func:`gradexport.record_gradients`'s
+        graph: The graph of the pass: `gradexport.record_gradients`'s
             (``grad`` on edges, ``exec_order`` on nodes) with the marks
             ``nonfinite`` on nodes and edges and the graph attribute
-            ``nonfinite`` (see :mod:`gradexport.graph`); draw it with any writer.
+            ``nonfinite`` (see `gradexport.graph`); draw it with any writer.
         nodes_run: How many nodes the engine called.
     """
 
@@ -184,21 +184,21 @@ def find_nonfinite(
 ) -> NonfiniteReport | None:
     """Run the backward pass of ``roots`` and report where a NaN or Inf gradient started.
 
-    A real :func:`torch.autograd.backward` (see the module docstring): the
+    A real `torch.autograd.backward` (see the module docstring): the
     leaves' ``.grad`` are accumulated as without it and the graph is freed.
 
     Args:
-        roots: As for :func:`gradexport.to_networkx`.
-        grad_outputs: As for :func:`gradexport.replay`.
+        roots: As for `gradexport.to_networkx`.
+        grad_outputs: As for `gradexport.replay`.
         params: Names for leaf tensors; the report names the parameters by them.
         module: A module whose parameters and buffers name the leaves; with
-            :func:`gradexport.capture_modules` around the forward, it also
+            `gradexport.capture_modules` around the forward, it also
             names each node's module.
 
     Returns:
         ``None`` when every gradient of the pass was finite, else the report.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
         >>> find_nonfinite((x * x).sum()) is None
@@ -267,7 +267,7 @@ def check_command(
 ) -> tuple[int, str]:
     """What ``gradexport check`` prints and exits with: ``(0, one line)`` when all is finite, else ``(1, report)``.
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.tensor([0.0, 1.0], requires_grad=True)
         >>> check_command((x * 2).sum())
@@ -390,7 +390,7 @@ def _mark(
 
 
 def _user_frames(stack: str) -> list[str]:
-    """The innermost :data:`TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's own."""
+    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's own."""
     frames = ["  File " + frame for frame in re.split(r"(?m)^  File ", stack) if frame.strip()]
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     kept = [frame for frame in frames if not frame.startswith(f'  File "{torch_dir}')]

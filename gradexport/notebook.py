@@ -1,13 +1,13 @@
 """Show an autograd graph inline in Jupyter, as torchviz's ``make_dot`` does.
 
-:func:`show` returns a :class:`GraphView`, which a notebook displays as the
-interactive viewer (:func:`gradexport.to_html`, isolated in an ``<iframe
+`show` returns a `GraphView`, which a notebook displays as the
+interactive viewer (`gradexport.to_html`, isolated in an ``<iframe
 srcdoc>`` so that it runs in classic Jupyter, JupyterLab and VS Code alike),
 with the SVG (rendered by Graphviz on first display) for front ends that run
 no scripts. Where no Graphviz program exists it offers the Mermaid text
 instead, which JupyterLab 4.1+ draws natively.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(2, requires_grad=True)
     >>> view = gradexport.show((x * 3).sum(), params={"x": x})
@@ -36,9 +36,9 @@ class GraphView:
     """A graph with the options to draw it, displayed by Jupyter's rich display protocol.
 
     Attributes:
-        graph: The graph (from :func:`gradexport.to_networkx`).
+        graph: The graph (from `gradexport.to_networkx`).
         options: How it is drawn.
-        prog: Graphviz program for the SVG (see :mod:`gradexport.formats.svg`).
+        prog: Graphviz program for the SVG (see `gradexport.formats.svg`).
     """
 
     def __init__(self, graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None):
@@ -79,7 +79,7 @@ class GraphView:
 
 
 def show(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphView:
-    """A :class:`GraphView` of roots or a graph; takes the options of :func:`gradexport.to_svg` and :func:`gradexport.to_mermaid`.
+    """A `GraphView` of roots or a graph; takes the options of `gradexport.to_svg` and `gradexport.to_mermaid`.
 
     Raises:
         GraphvizNotFoundError: ``prog`` was given and names no Graphviz program

@@ -3,31 +3,31 @@
 An option is a field of one of four frozen dataclasses, grouped by what it
 changes:
 
-- :class:`TraceOptions`: how roots are traced into a graph (``params``,
+- `TraceOptions`: how roots are traced into a graph (``params``,
   ``module``, ``edge_metadata``). Only when roots are given.
-- :class:`FoldOptions`: how the graph is folded before drawing (``depth``,
+- `FoldOptions`: how the graph is folded before drawing (``depth``,
   and Mermaid's ``fit``).
-- :class:`DiagramOptions`: what a diagram shows (``direction``,
+- `DiagramOptions`: what a diagram shows (``direction``,
   ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
   ``group_modules``). ``show_none`` and ``show_saved`` also make a trace
   record None slots and saved values.
-- :class:`RenderOptions`: how a file is rendered (``prog``, the Graphviz
+- `RenderOptions`: how a file is rendered (``prog``, the Graphviz
   program for SVG).
 
-The field's metadata (made by :func:`option`) says where the option applies,
+The field's metadata (made by `option`) says where the option applies,
 how it reads from text (a command-line flag or a MkDocs fence attribute) and
-its help line. :class:`ExportOptions` reads all four from keyword arguments
-(:meth:`ExportOptions.from_keywords`), command-line arguments
-(:meth:`ExportOptions.given_arguments`) or fence attributes
-(:meth:`ExportOptions.from_text`), and refuses an option that does nothing
-for the call with a :class:`TypeError` saying where it applies.
+its help line. `ExportOptions` reads all four from keyword arguments
+(`ExportOptions.from_keywords`), command-line arguments
+(`ExportOptions.given_arguments`) or fence attributes
+(`ExportOptions.from_text`), and refuses an option that does nothing
+for the call with a `TypeError` saying where it applies.
 
-To add an option: add a field with :func:`option` metadata to the class it
-belongs to, and its typed keyword to :class:`ExportKeywords` (a test checks
+To add an option: add a field with `option` metadata to the class it
+belongs to, and its typed keyword to `ExportKeywords` (a test checks
 the two agree). The export functions, ``write()``, the command line, the
 notebook, the MkDocs plugin and the reference pages all take it from there.
 
-Example:
+Examples:
     >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False)
     >>> options.diagram.direction, options.fold.depth
     ('LR', 2)
@@ -66,7 +66,7 @@ __all__ = [
     "option_table",
 ]
 
-#: Accepted values of :attr:`DiagramOptions.direction`.
+#: Accepted values of `DiagramOptions.direction`.
 DIRECTIONS = ("TB", "BT", "LR", "RL")
 
 class OptionWarning(UserWarning):
@@ -106,7 +106,7 @@ def option(
     metavar: str | None = None,
     aliases: tuple[str, ...] = (),
 ) -> Any:
-    """A dataclass field for an option, carrying its :class:`OptionInfo`."""
+    """A dataclass field for an option, carrying its `OptionInfo`."""
     return field(default=default, metadata={"option": OptionInfo(help, scope, parse, flag, metavar, aliases)})
 
 
@@ -137,12 +137,12 @@ def _depth(text: str) -> int:
 
 @dataclass(frozen=True)
 class TraceOptions:
-    """How roots are traced (see :func:`gradexport.to_networkx`); not for a graph already built.
+    """How roots are traced (see `gradexport.to_networkx`); not for a graph already built.
 
     Attributes:
         params: Names for leaf tensors, as ``model.named_parameters()`` gives.
         module: A module that names the leaves and, with a forward pass run in
-            :func:`gradexport.capture_modules`, the module of every node.
+            `gradexport.capture_modules`, the module of every node.
         edge_metadata: Record the shape, dtype and device of the gradient on every edge.
     """
 
@@ -159,7 +159,7 @@ class FoldOptions:
 
     Attributes:
         depth: Open this many levels of modules and fold each module below
-            into one node (:func:`gradexport.collapse`); ``None`` folds nothing.
+            into one node (`gradexport.collapse`); ``None`` folds nothing.
         fit: Mermaid only: when the diagram is over mermaid.js's limits and
             the graph knows its modules, draw the deepest collapse that fits.
     """
@@ -249,7 +249,7 @@ class RenderOptions:
     """How a file is rendered.
 
     Attributes:
-        prog: The Graphviz program for SVG (see :mod:`gradexport.formats.svg`).
+        prog: The Graphviz program for SVG (see `gradexport.formats.svg`).
     """
 
     prog: str | os.PathLike[str] | None = option(
@@ -258,7 +258,7 @@ class RenderOptions:
 
 
 class ExportKeywords(TypedDict, total=False):
-    """The keyword options of the export functions, typed (see :class:`ExportOptions`)."""
+    """The keyword options of the export functions, typed (see `ExportOptions`)."""
 
     params: Any
     module: Any
@@ -283,7 +283,7 @@ _GROUPS: dict[str, type] = {"trace": TraceOptions, "fold": FoldOptions, "diagram
 def option_table() -> Iterator[tuple[str, Field[Any], OptionInfo]]:
     """``(group, field, info)`` for every option, in declaration order.
 
-    Example:
+    Examples:
         >>> [name for _, name, _ in ((g, f.name, i) for g, f, i in option_table())][:3]
         ['params', 'module', 'edge_metadata']
     """
@@ -316,7 +316,7 @@ def _applies(scope: str, format_name: str, is_diagram: bool, from_roots: bool) -
 class ExportOptions:
     """The four option groups of one export call.
 
-    Example:
+    Examples:
         >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",))
         >>> options.diagram.direction, options.diagram.show_none
         ('LR', True)
@@ -340,7 +340,7 @@ class ExportOptions:
         """Read keyword options for an export to ``formats``.
 
         ``diagram_formats`` names the formats that draw diagrams (default:
-        every format registered as one, see :mod:`gradexport.formats.registry`).
+        every format registered as one, see `gradexport.formats.registry`).
 
         Raises:
             TypeError: an unknown option, or one that applies to none of
@@ -374,16 +374,16 @@ class ExportOptions:
 
         Raises:
             TypeError: an unknown option, one that only Python can give, or one
-                that does not apply (see :meth:`from_keywords`).
+                that does not apply (see `from_keywords`).
             ValueError: a value the option cannot read, naming the option.
         """
         return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, caller=caller)
 
     @staticmethod
     def parse_text(values: Mapping[str, str], *, caller: str = "gradexport") -> dict[str, Any]:
-        """Options given as text, read into keyword arguments (unknown names are kept, for :meth:`from_keywords` to name).
+        """Options given as text, read into keyword arguments (unknown names are kept, for `from_keywords` to name).
 
-        Example:
+        Examples:
             >>> ExportOptions.parse_text({"depth": "2", "show_none": "none"})
             {'depth': 2, 'show_none': None}
         """
@@ -424,7 +424,7 @@ class ExportOptions:
 
     @staticmethod
     def given_arguments(namespace: argparse.Namespace) -> dict[str, Any]:
-        """The options the user typed on the command line (see :meth:`add_arguments`), as keywords."""
+        """The options the user typed on the command line (see `add_arguments`), as keywords."""
         return {
             item.name: getattr(namespace, item.name)
             for _, item, info in option_table()

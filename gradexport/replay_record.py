@@ -1,12 +1,12 @@
 """The record of a replay: every step's gradients, and their text.
 
-:func:`gradexport.replay` runs the backward pass (see
-:mod:`gradexport.backward_replay`); what it returns is a :class:`Replay`,
+`gradexport.replay` runs the backward pass (see
+`gradexport.backward_replay`); what it returns is a `Replay`,
 defined here with its steps and starts, and the ways to read it: text
-(:meth:`Replay.to_text`), a JSON-friendly dict (:meth:`Replay.to_dict`), a
+(`Replay.to_text`), a JSON-friendly dict (`Replay.to_dict`), a
 short summary as its ``repr`` and an HTML table in Jupyter.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
     >>> gradexport.replay((x * 3).sum(), params={"x": x})
@@ -31,7 +31,7 @@ __all__ = ["Replay", "ReplayStart", "ReplayStep"]
 
 @dataclass(frozen=True)
 class ReplayStart:
-    """A root's starting gradient in a :class:`Replay`: ``grad`` entered slot ``input_nr`` of graph node ``node``."""
+    """A root's starting gradient in a `Replay`: ``grad`` entered slot ``input_nr`` of graph node ``node``."""
 
     name: str
     node: str
@@ -65,17 +65,17 @@ class ReplayStep:
 
 @dataclass
 class Replay:
-    """The record of a :func:`gradexport.replay`: the graph, every step in order, and the leaves' ``.grad``.
+    """The record of a `gradexport.replay`: the graph, every step in order, and the leaves' ``.grad``.
 
     ``repr()`` gives a one-line summary (step and root counts, first and last
-    step, the leaves), ``str()`` the full text of :meth:`to_text`; in Jupyter
+    step, the leaves), ``str()`` the full text of `to_text`; in Jupyter
     it shows as an HTML table of its steps (the first 200) and the leaves' ``.grad``.
 
     Attributes:
-        graph: The graph, exactly as :func:`gradexport.to_networkx` builds it
+        graph: The graph, exactly as `gradexport.to_networkx` builds it
             for the same roots (same node ids), plus the node attribute
             ``exec_order`` (1, 2, ...): the position of the node's step.
-        steps: One :class:`ReplayStep` per backward and leaf node, in the
+        steps: One `ReplayStep` per backward and leaf node, in the
             order they ran.
         grads: Each leaf's ``.grad`` after the replay (a copy), keyed by the
             leaf's names (every name of a tied parameter), or by its node id
@@ -114,7 +114,7 @@ class Replay:
         most ``max_values`` elements (one line per row of the last dimension
         when it has several rows), else its norm, min and max.
 
-        Example:
+        Examples:
             >>> import torch, gradexport
             >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
             >>> print(gradexport.replay((x * 3).sum(), params={"x": x}).to_text(precision=1))
@@ -167,7 +167,7 @@ class Replay:
 
         Replays longer than ``max_steps`` show their first ``max_steps`` steps and say how many are left out.
 
-        Example:
+        Examples:
             >>> import torch, gradexport
             >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
             >>> html = gradexport.replay((x * 3).sum(), params={"x": x})._repr_html_()
@@ -214,7 +214,7 @@ class Replay:
         )
 
     def to_dict(self, *, values_up_to: int = 16) -> dict[str, Any]:
-        """A JSON-friendly summary: every tensor as :func:`gradient_summary` describes it.
+        """A JSON-friendly summary: every tensor as `gradient_summary` describes it.
 
         Keys: ``roots`` (the graph's root records), ``starts`` (list of
         ``{"name", "node", "input_nr", "grad"}``), ``steps`` (list of ``{"node", "op", "inputs", "outputs"}``;

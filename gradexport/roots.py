@@ -2,18 +2,18 @@
 
 A root is where backward starts: a tensor (through its ``grad_fn``, or its
 AccumulateGrad node for a leaf), a ``grad_fn`` Node, or a
-:class:`torch.autograd.graph.GradientEdge`. Collections (tuples, lists, dicts,
+`torch.autograd.graph.GradientEdge`. Collections (tuples, lists, dicts,
 model outputs) are flattened depth-first, in their own order, and every root
 gets a stable name from its position: ``"output"`` for a lone root, the index
 or key for collection items, joined by ``.`` when nested (``"hidden.0"``).
 
 Names must be distinct: when two roots would get the same name (keys ``1``
-and ``"1"``, or ``{"a.b": y, "a": {"b": z}}``), :func:`collect_roots` refuses
-them with a :class:`RootError` naming both places, rather than inventing a
+and ``"1"``, or ``{"a.b": y, "a": {"b": z}}``), `collect_roots` refuses
+them with a `RootError` naming both places, rather than inventing a
 name the caller would not recognise. A collection that contains itself
 (``l = [y]; l.append(l)``) is refused too.
 
-Example:
+Examples:
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
     >>> [(r.name, type(r.node).__name__, r.input_nr) for r in collect_roots({"loss": (x * 2).sum()})]
@@ -72,7 +72,7 @@ class Root:
 def described_type(value: object) -> str:
     """The type of ``value`` with its article, for messages: ``an int``, ``a list``.
 
-    Example:
+    Examples:
         >>> described_type(3), described_type([])
         ('an int', 'a list')
     """
@@ -81,13 +81,13 @@ def described_type(value: object) -> str:
 
 
 def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
-    """Flatten ``roots`` into named :class:`Root` records, in a deterministic order.
+    """Flatten ``roots`` into named `Root` records, in a deterministic order.
 
     Raises:
         RootError: for an empty collection, a non-tensor, or a tensor that has
             no autograd graph; the message names the offending root.
 
-    Example:
+    Examples:
         >>> import torch
         >>> a = torch.ones(3, requires_grad=True)
         >>> first, second = torch.split(a * 2, [1, 2])

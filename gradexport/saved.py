@@ -3,10 +3,10 @@
 Reading a saved value is not always harmless: after ``backward()`` the buffers
 are freed and torch raises; after an in-place edit the value is stale and torch
 raises; and a value packed by saved-tensor hooks (non-reentrant checkpoint,
-CPU offloading) is recomputed or moved back when read. :func:`summarize_saved`
+CPU offloading) is recomputed or moved back when read. `summarize_saved`
 reports each of those states instead of raising or triggering work.
 
-Example:
+Examples:
     >>> import torch
     >>> x = torch.ones(2, 3, requires_grad=True)
     >>> summarize_saved((x * x).grad_fn)["self"]
@@ -38,7 +38,7 @@ def summarize_saved(node: Node) -> dict[str, Any]:
     """Map each saved attribute of ``node`` to a JSON-friendly summary.
 
     Tensors become ``{"shape", "dtype", "device"}``; ints, floats, bools and
-    strings stay as they are (negative ints fixed, see :func:`signed`); sequences
+    strings stay as they are (negative ints fixed, see `signed`); sequences
     become lists; anything else its ``str``. A value that cannot be read safely
     becomes ``{"unavailable": reason}`` with reason ``"freed"`` (backward already
     ran), ``"stale"`` (modified in place since it was saved), ``"hooked"``
@@ -105,7 +105,7 @@ def saved_storages(node: Node) -> dict[StorageKey, int]:
     those packed by saved-tensor hooks (a non-reentrant checkpoint keeps
     only what it needs to recompute them; reading them would recompute).
 
-    Example:
+    Examples:
         >>> import torch
         >>> x = torch.ones(4, requires_grad=True)   # 16 bytes
         >>> list(saved_storages((x * x).grad_fn).values())   # saved twice, one storage

@@ -1,25 +1,25 @@
 """Make a large graph readable: fold modules, keep what matters, drop the noise.
 
-All functions take a graph from :func:`gradexport.to_networkx` and return a new
+All functions take a graph from `gradexport.to_networkx` and return a new
 one; the input is never changed. They use only the graph, not torch.
 
-- :func:`collapse` opens ``depth`` levels of modules and folds what lies
+- `collapse` opens ``depth`` levels of modules and folds what lies
   deeper, and every module without submodules, into one node of kind
   ``"module"`` each (the model itself is level 0, ``encoder`` level 1,
   ``encoder.layers.3`` level 3), or folds the modules it is given by name,
-  using the node attribute ``module`` that :func:`gradexport.capture_modules`
+  using the node attribute ``module`` that `gradexport.capture_modules`
   makes possible.
-- :func:`only_reaching` keeps the part of the graph that carries gradient to
+- `only_reaching` keeps the part of the graph that carries gradient to
   given parameters.
-- :func:`hide` removes AccumulateGrad leaves or contracts chosen ops (views,
+- `hide` removes AccumulateGrad leaves or contracts chosen ops (views,
   reshapes) while keeping every path between the remaining nodes.
-- :func:`fit` picks the deepest collapse that fits a node and edge budget, or
+- `fit` picks the deepest collapse that fits a node and edge budget, or
   says what to do.
 
 Edges that stand for several original edges carry ``count``; every edge of a
 graph made here carries it (1 for an untouched edge) so a writer can show it.
 
-Example:
+Examples:
     >>> import torch, gradexport
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
     >>> with gradexport.capture_modules():
@@ -45,7 +45,7 @@ from .formats.mermaid import LIMITS as MERMAID_LIMITS
 
 __all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
 
-#: Backward ops of views and reshapes: pure plumbing that :func:`hide` can contract.
+#: Backward ops of views and reshapes: pure plumbing that `hide` can contract.
 VIEW_OPS = frozenset(
     {
         "AliasBackward0",
@@ -82,7 +82,7 @@ def _level(path: str) -> int:
     return 0 if path == "" else path.count(".") + 1
 
 
-#: The deepest ``depth`` :func:`collapse` accepts: nn.Module's recursion stops far above it.
+#: The deepest ``depth`` `collapse` accepts: nn.Module's recursion stops far above it.
 MAX_DEPTH = 10_000
 
 
@@ -100,7 +100,7 @@ def collapse(
     made stay, in that module's box.
 
     ``modules`` folds by qualified name: each module matching one of these
-    :mod:`fnmatch` patterns (``"transformer.h.*"``, ``"layer?"``) becomes one
+    `fnmatch` patterns (``"transformer.h.*"``, ``"layer?"``) becomes one
     node, the outermost match winning; ``"*"`` matches every module but the
     model, ``""`` matches the model. With both, a node is folded into the
     outermost module either rule picks.
@@ -121,9 +121,9 @@ def collapse(
     Raises:
         TypeError: when ``graph`` is not a MultiDiGraph, ``depth`` not an int
             or ``modules`` not strings, or neither is given.
-        ValueError: when ``depth`` is outside 0 to :data:`MAX_DEPTH`.
+        ValueError: when ``depth`` is outside 0 to `MAX_DEPTH`.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Tanh(), torch.nn.Linear(2, 1)))
         >>> with gradexport.capture_modules():
@@ -319,7 +319,7 @@ def hide(graph: nx.MultiDiGraph, *, leaves: bool = False, ops: Collection[str] =
     ops in ``via`` and multiplies the counts. Leaves are dropped with their
     in-edges; their parents record how many under ``hidden_leaves``.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> w = torch.randn(3, 2, requires_grad=True)
         >>> graph = gradexport.to_networkx((torch.ones(4, 3) @ w.t().t()).sum())
@@ -368,7 +368,7 @@ def fit(
     max_edges: int | None = MERMAID_LIMITS.max_edges,
     fits: Callable[[nx.MultiDiGraph], bool] | None = None,
 ) -> nx.MultiDiGraph:
-    """Return ``graph`` if it is within budget, else the deepest :func:`collapse` that is.
+    """Return ``graph`` if it is within budget, else the deepest `collapse` that is.
 
     The default edge budget is mermaid.js's own limit (500 edges). ``fits``
     adds a test of its own, asked only of candidates within the node and edge
@@ -379,7 +379,7 @@ def fit(
         GraphTooLargeError: when even ``depth=0`` is over budget, or the graph
             has no module information to collapse by; the message says what to do.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> stack = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(4)))
         >>> with gradexport.capture_modules():

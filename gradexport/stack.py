@@ -8,18 +8,18 @@ segmentation fault, wherever the last reference is dropped. Two remedies:
 - On Linux the main thread's stack grows on demand up to the soft
   ``RLIMIT_STACK``, which a process may raise to its hard limit (often
   unlimited). gradexport does so by itself, once, the first time it walks a
-  graph of more than :data:`PROTECT_AT_NODES` nodes (see
-  :func:`protect_deep_free`). Side effect: the process, and the processes it
+  graph of more than `PROTECT_AT_NODES` nodes (see
+  `protect_deep_free`). Side effect: the process, and the processes it
   starts afterwards, keep the higher limit (as after ``ulimit -s unlimited``).
   Opt out with the environment variable ``GRADEXPORT_STACK_LIMIT=keep`` (set
-  before the walk), or call :func:`raise_stack_limit` yourself to do it at a
+  before the walk), or call `raise_stack_limit` yourself to do it at a
   time of your choosing. Where the limit cannot be raised far enough (a
   finite hard limit, macOS, Windows), gradexport warns once instead.
 - Anywhere: build, export and drop deep graphs inside
-  :func:`run_with_large_stack`, so that the free happens on a thread whose
+  `run_with_large_stack`, so that the free happens on a thread whose
   stack is large enough (the command line does this).
 
-Example:
+Examples:
     >>> import torch
     >>> def deep_chain_size():
     ...     x = torch.zeros(1, requires_grad=True)
@@ -88,7 +88,7 @@ def run_with_large_stack(function: Callable[..., T], *args: Any, stack_mib: int 
 #: Environment variable: ``keep`` stops gradexport from raising the stack limit.
 ENV_VAR = "GRADEXPORT_STACK_LIMIT"
 
-#: Graphs walked with more nodes than this get :func:`protect_deep_free`; the
+#: Graphs walked with more nodes than this get `protect_deep_free`; the
 #: crash needs a chain some 50,000 deep, and a graph has at least as many
 #: nodes as it is deep.
 PROTECT_AT_NODES = 20_000
@@ -112,7 +112,7 @@ def raise_stack_limit() -> bool:
     lower, nothing changes but the return value (False). Children started
     afterwards inherit the limit.
 
-    Example:
+    Examples:
         >>> import sys
         >>> raise_stack_limit() or not sys.platform.startswith("linux")
         True
@@ -132,7 +132,7 @@ def raise_stack_limit() -> bool:
 
 
 def protect_deep_free(nodes: int) -> None:
-    """Called once a walk passes :data:`PROTECT_AT_NODES` nodes: raise the stack limit, or warn once where it cannot be.
+    """Called once a walk passes `PROTECT_AT_NODES` nodes: raise the stack limit, or warn once where it cannot be.
 
     Does nothing after its first call in a process, and nothing but remember
     the choice when ``GRADEXPORT_STACK_LIMIT=keep``.

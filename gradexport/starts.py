@@ -1,10 +1,10 @@
 """Starting gradients: match ``grad_outputs`` to the roots and build each as torch does.
 
-Both :func:`gradexport.replay` and :func:`gradexport.record_gradients` start
+Both `gradexport.replay` and `gradexport.record_gradients` start
 the backward pass here, so that they accept the same ``grad_outputs`` and fail
-with the same messages as :func:`torch.autograd.backward`.
+with the same messages as `torch.autograd.backward`.
 
-Example:
+Examples:
     >>> import torch
     >>> from gradexport.roots import collect_roots
     >>> x = torch.ones(2, requires_grad=True)
@@ -27,7 +27,7 @@ from .roots import Root
 
 __all__ = ["GradOutputs", "Start", "start_gradients"]
 
-#: What :func:`gradexport.replay` and :func:`gradexport.record_gradients` accept as ``grad_outputs``.
+#: What `gradexport.replay` and `gradexport.record_gradients` accept as ``grad_outputs``.
 GradOutputs = torch.Tensor | Sequence[Any] | Mapping[str, Any] | None
 
 
@@ -41,7 +41,7 @@ class Start:
 
     @property
     def target(self) -> torch.Tensor | GradientEdge:
-        """What :func:`torch.autograd.backward` takes for this start: the root tensor, or its GradientEdge."""
+        """What `torch.autograd.backward` takes for this start: the root tensor, or its GradientEdge."""
         if self.root.tensor is not None:
             return self.root.tensor
         return GradientEdge(self.root.node, self.input_nr)
@@ -52,10 +52,10 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
 
     Missing gradients become ones for scalar roots; shapes and complex-ness are
     checked by torch's own ``_make_grads`` (the code behind
-    :func:`torch.autograd.backward`, see :func:`gradexport._torch.make_grad`),
+    `torch.autograd.backward`, see `gradexport._torch.make_grad`),
     so the messages are torch's.
 
-    Example:
+    Examples:
         >>> import torch
         >>> from gradexport.roots import collect_roots
         >>> x = torch.ones(2, requires_grad=True)

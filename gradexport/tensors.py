@@ -1,6 +1,6 @@
 """Small tensor helpers shared by the graph, the saved-value summaries, replay and gradient statistics.
 
-Example:
+Examples:
     >>> import torch
     >>> tensor_meta(torch.zeros(2, 3, dtype=torch.float64))
     {'shape': [2, 3], 'dtype': 'float64', 'device': 'cpu'}
@@ -31,7 +31,7 @@ class Described(Protocol):
 def type_name(value: torch.dtype | torch.device) -> str:
     """``"float32"`` for ``torch.float32``, ``"cpu"`` for a CPU device; cached, as graph building calls it per node.
 
-    Example:
+    Examples:
         >>> import torch
         >>> type_name(torch.bfloat16)
         'bfloat16'
@@ -50,7 +50,7 @@ def tensor_meta(tensor: Described) -> dict[str, Any]:
 def plain(tensor: torch.Tensor) -> torch.Tensor:
     """A detached dense tensor without lazy conjugate/negative bits, fit for reading values.
 
-    Example:
+    Examples:
         >>> import torch
         >>> plain(torch.tensor([1 + 2j]).conj())
         tensor([1.-2.j])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -115,3 +116,214 @@ def test_every_page_renders_offline_without_errors(built_site, site_url, browser
         page.close()
     problems += [f"request left 127.0.0.1: {url}" for url in outside]
     assert not problems, "\n".join(problems)
+
+
+#: WCAG AA for normal text.
+MIN_CONTRAST = 4.5
+#: The smallest diagram text a reader gets at 1:1 zoom, in CSS pixels.
+MIN_TEXT_PX = 11.0
+#: Material keeps the chosen palette here (its key is the site's root path + ".__palette").
+PALETTE_KEY = "/.__palette"
+DARK_PALETTE = '{"index": 1, "color": {"media": "", "scheme": "slate", "primary": "deep-orange", "accent": "indigo"}}'
+
+#: Runs before the page's scripts: shadow roots open (so that the measuring script can enter
+#: the ones Material draws Mermaid in; nothing else changes), every content tab shown (the
+#: diagrams in inactive tabs are measured too), and the palette chosen (dark or the default).
+_SETUP_PAGE = """([palette, key]) => {
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (init) { return attach.call(this, {...init, mode: "open"}); };
+  if (palette) localStorage.setItem(key, palette); else localStorage.removeItem(key);
+  document.addEventListener("DOMContentLoaded", () => {
+    const style = document.createElement("style");
+    style.textContent = ".md-typeset .tabbed-set > .tabbed-content > .tabbed-block { display: block !important; }";
+    document.head.append(style);
+  });
+}"""
+
+#: Every piece of diagram text with its colour, the colour it is drawn on and its size on screen.
+#: The background is found the way the text is painted: walking up from the text, the shapes
+#: drawn before it that lie under its centre (a node's fill, a cluster's box), then the CSS
+#: backgrounds of its HTML ancestors (an edge label's box, the diagram's panel, the page),
+#: composed until one is opaque.
+_MEASURE_TEXT = r"""() => {
+  const parse = (text) => {
+    const match = /rgba?\(([^)]*)\)/.exec(text || "");
+    if (!match) return null;
+    const parts = match[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+    return [parts[0], parts[1], parts[2], parts.length > 3 ? parts[3] : 1];
+  };
+  const over = (top, below) => [0, 1, 2].map(i => top[i] * top[3] + below[i] * (1 - top[3])).concat([1]);
+  const channel = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  const luminance = c => 0.2126 * channel(c[0]) + 0.7152 * channel(c[1]) + 0.0722 * channel(c[2]);
+  const contrast = (a, b) => { const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x); return (hi + 0.05) / (lo + 0.05); };
+  const SHAPES = "rect, polygon, ellipse, circle, path";
+  const up = node => node.parentNode instanceof ShadowRoot ? node.parentNode.host : node.parentNode;
+  const background = (text) => {
+    const box = text.getBoundingClientRect();
+    const x = box.left + box.width / 2, y = box.top + box.height / 2;
+    const layers = [];
+    for (let node = text; node && node.nodeType === 1; node = up(node)) {
+      if (node instanceof SVGElement) {
+        const before = [...node.children].filter(child => !child.contains(text)
+          && (child.compareDocumentPosition(text) & Node.DOCUMENT_POSITION_FOLLOWING));
+        const shapes = before.flatMap(child => child.matches(SHAPES) ? [child] : [...child.querySelectorAll(SHAPES)]);
+        for (const shape of shapes.reverse()) {
+          const style = getComputedStyle(shape);
+          const fill = parse(style.fill);
+          const r = shape.getBoundingClientRect();
+          if (!fill || style.visibility === "hidden" || x < r.left || x > r.right || y < r.top || y > r.bottom) continue;
+          fill[3] *= Number(style.fillOpacity) * Number(style.opacity);
+          if (fill[3] > 0) layers.push(fill);
+          if (fill[3] >= 1) return layers;
+        }
+      }
+      if (!(node instanceof SVGElement) || node.localName === "svg") {
+        const fill = parse(getComputedStyle(node).backgroundColor);
+        if (fill && fill[3] > 0) layers.push(fill);
+        if (fill && fill[3] >= 1) return layers;
+      }
+    }
+    return layers.concat([[255, 255, 255, 1]]);
+  };
+  const roots = [...document.querySelectorAll(".gradexport-diagram")].flatMap(diagram =>
+    [...diagram.querySelectorAll("svg")].concat([...diagram.querySelectorAll("*")]
+      .filter(e => e.shadowRoot).flatMap(e => [...e.shadowRoot.querySelectorAll("svg")])));
+  const found = [];
+  for (const svg of new Set(roots)) {
+    for (const element of svg.querySelectorAll("*")) {
+      if (["style", "title", "desc", "defs", "marker"].includes(element.localName) || element.closest("defs, title")) continue;
+      const own = [...element.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join("").trim();
+      const box = element.getBoundingClientRect();
+      if (!own || box.width === 0 || box.height === 0) continue;
+      const style = getComputedStyle(element);
+      if (style.visibility === "hidden" || style.display === "none") continue;
+      const isSvgText = element instanceof SVGElement;
+      const colour = parse(isSvgText ? style.fill : style.color);
+      if (!colour) continue;
+      const layers = background(element);
+      let paint = layers.pop();
+      while (layers.length) paint = over(layers.pop(), paint);
+      const graphic = isSvgText ? element : element.closest("foreignObject") || svg;
+      const matrix = graphic.getScreenCTM();
+      const scale = matrix ? Math.hypot(matrix.a, matrix.b) : 1;
+      found.push({
+        text: own.slice(0, 40),
+        contrast: contrast(over(colour, paint), paint),
+        px: parseFloat(style.fontSize) * scale,
+        colour: style.color + " / " + style.fill,
+        background: `rgb(${paint.slice(0, 3).map(Math.round).join(", ")})`,
+      });
+    }
+  }
+  return found;
+}"""
+
+
+def _open_page(browser: Any, url: str, palette: str | None) -> tuple[Any, Any]:
+    page = browser.new_page()
+    page.add_init_script(f"({_SETUP_PAGE})({json.dumps([palette, PALETTE_KEY])})")
+    page.goto(url, wait_until="load")
+    return page, browser.new_cdp_session(page)
+
+
+def _wait_for_mermaid(page: Any, cdp: Any, expected: int) -> None:
+    deadline = time.monotonic() + RENDER_TIMEOUT_S
+    while len(mermaid_diagrams(cdp)) < expected and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(100)  # let the last diagram's labels settle
+
+
+#: Diagrams wider or taller than their box must scroll into view: nothing may lie left of or above the box.
+_CUT_OFF = """() => [...document.querySelectorAll(".gradexport-diagram")].flatMap((box, index) => {
+  const outer = box.getBoundingClientRect();
+  return [...box.children].map(child => child.getBoundingClientRect())
+    .filter(inner => inner.width > 0 && (inner.left < outer.left - 1 || inner.top < outer.top - 1))
+    .map(inner => `diagram ${index + 1} starts ${Math.round(outer.left - inner.left)} px left of its box`);
+})"""
+
+
+def _text_problems(page: Any, where: str) -> tuple[list[str], int]:
+    measured = page.evaluate(_MEASURE_TEXT)
+    cut_off = [f"{where}: {problem}" for problem in page.evaluate(_CUT_OFF)]
+    problems = [
+        f"{where}: {item['text']!r} has contrast {item['contrast']:.2f} ({item['colour']} on {item['background']})"
+        for item in measured if item["contrast"] < MIN_CONTRAST
+    ]
+    problems += [f"{where}: {item['text']!r} is drawn at {item['px']:.1f} px" for item in measured if item["px"] < MIN_TEXT_PX - 0.05]
+    return problems + cut_off, len(measured)
+
+
+def test_diagram_text_is_readable_in_both_themes(built_site, site_url, browser):
+    """Every diagram label, on every page, in the light theme, after the toggle and on a fresh load in dark."""
+    problems: list[str] = []
+    counted = 0
+    for path in site_pages(built_site):
+        html_text = (built_site.directory / path / "index.html").read_text(encoding="utf-8")
+        if "gradexport-diagram" not in html_text:
+            continue
+        expected = html_text.count('<pre class="mermaid">')
+        page, cdp = _open_page(browser, site_url + path, None)
+        _wait_for_mermaid(page, cdp, expected)
+        assert page.evaluate("document.body.dataset.mdColorScheme") == "default"
+        found, count = _text_problems(page, f"/{path} (light)")
+        problems += found
+        counted += count
+        page.locator("form[data-md-component=palette] label:visible").first.click()
+        page.wait_for_timeout(300)
+        assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+        problems += _text_problems(page, f"/{path} (dark, toggled)")[0]
+        cdp.detach()
+        page.close()
+
+        page, cdp = _open_page(browser, site_url + path, DARK_PALETTE)
+        _wait_for_mermaid(page, cdp, expected)
+        assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+        problems += _text_problems(page, f"/{path} (dark, fresh load)")[0]
+        cdp.detach()
+        page.close()
+    assert counted > 500, f"only {counted} pieces of diagram text found: the measuring script finds no labels"
+    assert not problems, f"{len(problems)} unreadable labels:\n" + "\n".join(problems[:60])
+
+
+def test_figures_are_shown_at_full_size(built_site, site_url, browser):
+    """Images in a figure box (the benchmark plot) are not squeezed: the box scrolls instead."""
+    shown = 0
+    for path in site_pages(built_site):
+        if "gradexport-figure" not in (built_site.directory / path / "index.html").read_text(encoding="utf-8"):
+            continue
+        page = browser.new_page()
+        page.goto(site_url + path, wait_until="load")
+        sizes = page.evaluate("[...document.querySelectorAll('.gradexport-figure img')].map(i => [i.src, i.naturalWidth, i.width])")
+        for src, natural, width in sizes:
+            assert natural > 0 and width == natural, f"/{path}: {src} shown {width} px wide, its natural width is {natural}"
+            shown += 1
+        page.close()
+    assert shown >= 1
+
+
+def test_long_code_lines_scroll_clear_of_the_copy_button(built_site, site_url, browser):
+    """A code or output block wider than the column scrolls, and scrolled to its end, its text stops left of the copy button."""
+    page = browser.new_page()
+    page.goto(site_url + "blog/multiply-then-sum/", wait_until="load")
+    # Material adds its copy button only where the browser can copy (not headless Chromium):
+    # add the same markup, so that the theme's own CSS places and sizes it.
+    blocks = page.evaluate("""() => [...document.querySelectorAll('.md-typeset pre')].map(pre => {
+      const code = pre.querySelector(':scope > code');
+      if (!code) return null;
+      let nav = pre.querySelector('.md-code__nav');
+      if (!nav) {
+        nav = Object.assign(document.createElement('nav'), {className: 'md-code__nav'});
+        nav.append(Object.assign(document.createElement('button'), {className: 'md-code__button'}));
+        code.before(nav);
+      }
+      // Scrolled to the end, the longest line ends where the code box's padding starts.
+      const textEnd = code.getBoundingClientRect().right - parseFloat(getComputedStyle(code).paddingRight);
+      return {overflows: code.scrollWidth > code.clientWidth, scrolls: getComputedStyle(code).overflowX,
+              textEnd, button: nav.getBoundingClientRect().left};
+    }).filter(Boolean)""")
+    page.close()
+    assert blocks, "no code block found"
+    assert any(block["overflows"] for block in blocks), "the page has no long line to check"
+    assert all(block["scrolls"] in ("auto", "scroll") for block in blocks)
+    covered = [block for block in blocks if block["overflows"] and block["textEnd"] > block["button"] + 0.5]
+    assert not covered, f"the end of a long line lies under the copy button: {covered}"

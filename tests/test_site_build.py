@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import torch
@@ -58,7 +59,7 @@ def test_second_example_draws_two_labelled_edges_into_unbind(built_site):
     add = (first + second).grad_fn
     assert [input_nr for _, input_nr in add.next_functions] == [0, 1]
 
-    (source,) = mermaid_sources(page_html(built_site, "blog/unbind-then-add.md"))
+    source = mermaid_sources(page_html(built_site, "blog/unbind-then-add.md"))[0]  # the graph; step pictures follow
     ids = {name: re.search(rf'(\w+)[\[({{]+"[^"]*{name}', source)[1] for name in ("AddBackward0", "UnbindBackward0")}
     labels = re.findall(rf'{ids["AddBackward0"]} -->\|"([^"]*)"\| {ids["UnbindBackward0"]}\b', source)
     assert sorted(label.split("<br")[0] for label in labels) == ["0→0", "1→1"]
@@ -77,3 +78,31 @@ def test_api_reference_is_generated_from_docstrings(built_site):
     text = page_html(built_site, "reference.md")
     assert 'id="gradexport.to_networkx"' in text
     assert "Build the autograd graph behind" in text  # the first line of to_networkx's docstring
+
+
+def test_search_index_holds_no_diagram_text(built_site):
+    """Diagrams are excluded from Material's search: neither Mermaid source nor Graphviz's SVG text is indexed."""
+    index = json.loads((built_site.directory / "search" / "search_index.json").read_text(encoding="utf-8"))
+    texts = {entry["location"]: html.unescape(entry["text"]) for entry in index["docs"]}
+    graph_page = texts["blog/multiply-then-sum/#the-graph"]
+    assert "gradexport.to_networkx(l" in graph_page  # the code is indexed ...
+    for location, text in texts.items():
+        assert "useMaxWidth" not in text, location  # ... the Mermaid diagrams' front matter is not
+        assert "n0->n1" not in text, location  # nor the SVG's edge titles
+
+
+def test_api_reference_shows_the_public_api_as_written(built_site):
+    """No reStructuredText or Sphinx syntax leaks into the page, internals are left out, examples are code."""
+    page = page_html(built_site, "reference.md")
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert not re.search(r"::[ \t]*$", text, re.MULTILINE), "an RST literal block (`text::`) leaked"
+    assert not re.search(r":(func|class|meth|mod|data|attr|exc|obj):`", text), "a Sphinx role leaked"
+    for internal in ("GraphStream.discover", "GraphStream.none_node", "mkdocs_plugin.GradexportPlugin.on_startup",
+                     "mkdocs_plugin.run_blocks"):
+        assert f'id="gradexport.{internal}"' not in page, internal
+    # Doctests are rendered as highlighted code, not as prose.
+    assert page.count('<span class="gp">&gt;&gt;&gt; </span>') > 20
+    # The plugin's block options are a list, one item per option.
+    plugin = page[page.index('id="the-mkdocs-plugin"') :]
+    for option in ("show", "formats", "graph"):
+        assert re.search(rf"<li>\s*<p>\s*<code>{option}</code>|<li><code>{option}</code>", plugin), option

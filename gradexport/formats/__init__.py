@@ -1,13 +1,13 @@
-"""Format writers: a :class:`networkx.MultiDiGraph` of :mod:`gradexport.graph` in, text out.
+"""Format writers: a `networkx.MultiDiGraph` of `gradexport.graph` in, text out.
 
 One module per format, in NetworkX's readwrite style (``generate_*`` yields
 lines, ``to_*`` returns text, ``write_*`` writes a file atomically). Writers
 know nothing of torch; what a diagram shows is decided once, in
-:mod:`gradexport.formats.labels`, for DOT and Mermaid alike. Every writer
+`gradexport.formats.labels`, for DOT and Mermaid alike. Every writer
 also takes the same graph as a one-pass stream of adjacency records
-(:mod:`gradexport.formats.source`), and writes the same bytes for it.
+(`gradexport.formats.source`), and writes the same bytes for it.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> from gradexport.formats import DiagramOptions, to_mermaid
     >>> g = nx.MultiDiGraph()

@@ -1,11 +1,11 @@
 """What every diagram shows, as writer-neutral records: the projection of the graph model.
 
-The DOT, Mermaid and HTML writers differ only in syntax. :func:`diagram`
-turns a graph of :mod:`gradexport.graph` (or a stream of it, see
-:mod:`gradexport.formats.source`) into :class:`DiagramNode` records (id,
-label lines from :mod:`gradexport.formats.labels`, style from
-:mod:`gradexport.formats.styles`, module box, and the out-edges with their
-:class:`EdgeLook`), so every writer shows the same thing:
+The DOT, Mermaid and HTML writers differ only in syntax. `diagram`
+turns a graph of `gradexport.graph` (or a stream of it, see
+`gradexport.formats.source`) into `DiagramNode` records (id,
+label lines from `gradexport.formats.labels`, style from
+`gradexport.formats.styles`, module box, and the out-edges with their
+`EdgeLook`), so every writer shows the same thing:
 
 - Edge labels ``"{next_index}→{input_nr}"``: ``0→1`` means position 0 of the
   parent's ``next_functions``, arriving at input slot 1 of the child. Optionally
@@ -13,12 +13,12 @@ label lines from :mod:`gradexport.formats.labels`, style from
   ``grad`` record. An edge that stands for several (after collapsing) adds
   ``×N``.
 - None slots drawn from ``none_slots`` get the id ``<id>_none<slot>``.
-- :class:`ModuleBoxes` nests the nodes of each module in boxes titled
-  ``path: Class`` (see :func:`gradexport.formats.labels.module_title`); the
+- `ModuleBoxes` nests the nodes of each module in boxes titled
+  ``path: Class`` (see `gradexport.formats.labels.module_title`); the
   model's own box, when the model's ``forward`` itself made nodes (or holds
   folded submodules), holds every other box.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph()
     >>> g.add_node("n0", kind="backward", op="MulBackward0", none_slots=[1])
@@ -186,24 +186,24 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
             yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
-#: What :meth:`ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.
+#: What `ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.
 BoxEvent = tuple[str, "DiagramNode | Cluster", str]
 
 
 class ModuleBoxes:
     """Holds the nodes that sit in module boxes, then gives them back box by box, nested.
 
-    Writers draw nodes without a group as they come and :meth:`add` the
-    others; :meth:`events` then yields ``("open", cluster, indent)``,
+    Writers draw nodes without a group as they come and `add` the
+    others; `events` then yields ``("open", cluster, indent)``,
     ``("node", node, indent)`` and ``("close", cluster, indent)``, each box
     with its own nodes first and then its sub-boxes, in the order their first
     node appeared. A box exists for every path prefix, so
     ``layers.3.linear1`` sits inside ``layers.3``, inside ``layers``; when the
     model itself (``""``) has a box, every other box sits inside it. Boxes
-    are titled by :func:`~gradexport.formats.labels.module_title` with
+    are titled by `gradexport.formats.labels.module_title` with
     ``classes`` (the graph's ``module_classes``).
 
-    Example:
+    Examples:
         >>> boxes = ModuleBoxes({"": "Net", "a": "Block", "a.b": "Linear"})
         >>> boxes.add(DiagramNode("n1", "backward", ("Mm",), "a.b"))
         >>> boxes.add(DiagramNode("n2", "backward", ("T",), "a"))

@@ -12,7 +12,7 @@ Legend (the same in every format):
   ``next_functions``), only when shown.
 - Dashed purple box around nodes: the module that created them (when the
   graph has ``module`` attributes), nested as the modules nest.
-- Purple 3-D box: a module folded into one node by :func:`gradexport.collapse`;
+- Purple 3-D box: a module folded into one node by `gradexport.collapse`;
   ``×N`` on an edge: it stands for N edges with the same indices.
 - Edge label ``i→k``: the parent's ``next_functions[i]`` is ``(child, k)``;
   output ``i`` of the parent's backward flows into input slot ``k`` of the
@@ -30,7 +30,7 @@ so its line holds only its label; other nodes set their class and style. Node id
 labels, escaped (``\\``, ``"``, and ``&``, which Graphviz would otherwise read
 as the start of an HTML entity).
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph()
     >>> g.add_node("n0", kind="backward", op="SumBackward0")
@@ -96,7 +96,7 @@ _CLUSTER_ATTRIBUTES = 'labeljust="l"; style="rounded,dashed"; color="#9575cd"; f
 def quote(lines: Sequence[str]) -> str:
     """A DOT quoted string showing ``lines`` literally, one per line.
 
-    Example:
+    Examples:
         >>> print(quote(["a\\\\b", "<i>&amp;"]))
         "a\\\\b\\n<i>&amp;amp;"
     """
@@ -106,7 +106,7 @@ def quote(lines: Sequence[str]) -> str:
 
 
 def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
-    """Yield the DOT text of ``graph`` (a graph or a stream, see :mod:`~gradexport.formats.source`) line by line, without newlines.
+    """Yield the DOT text of ``graph`` (a graph or a stream, see `gradexport.formats.source`) line by line, without newlines.
 
     Nodes come first, as the graph orders them (module boxes after the nodes
     outside any box), then the edges, which are held until the nodes are
@@ -162,7 +162,7 @@ def _edge_text(look: EdgeLook) -> str:
 
 
 def to_dot(graph: GraphSource, options: DiagramOptions | None = None) -> str:
-    """The DOT text of ``graph``, ending with a newline (see :func:`generate_dot`)."""
+    """The DOT text of ``graph``, ending with a newline (see `generate_dot`)."""
     return "\n".join(chain(generate_dot(graph, options), ("",)))  # the final newline without copying the text
 
 
@@ -176,7 +176,7 @@ def write_dot(graph: GraphSource, path: str | os.PathLike[str] | IO[str], option
 
 
 def to_pydot(graph: GraphSource, options: DiagramOptions | None = None) -> pydot.Dot:
-    """``graph`` as a :class:`pydot.Dot`, parsed from :func:`to_dot` (slow for large graphs)."""
+    """``graph`` as a `pydot.Dot`, parsed from `to_dot` (slow for large graphs)."""
     import pydot
 
     parsed = pydot.graph_from_dot_data(to_dot(graph, options))

@@ -4,15 +4,15 @@ What is guaranteed (POSIX; the same steps run on Windows):
 
 * **No partial file under a final name.** Each file is written to a
   temporary file in its own folder and moved over its target with
-  :func:`os.replace` (atomic) only once complete. A crash, an exception or
+  `os.replace` (atomic) only once complete. A crash, an exception or
   SIGKILL at any moment leaves every target either old and complete or new
   and complete.
-* **All or nothing for a set of files.** :class:`StagedFiles` publishes its
+* **All or nothing for a set of files.** `StagedFiles` publishes its
   files only when every one was written; if one cannot be written, or
   replacing one fails (say a folder now stands at its path), the files
   already replaced get their old content back (kept aside as hard links, or
   copies where the file system has none) and new ones are removed, so every
-  target is as it was before and :class:`OutputError` names the path. The
+  target is as it was before and `OutputError` names the path. The
   only gap: a process *killed* during the publish step itself (a few
   renames, after all the content was written) can leave some targets new
   and some old, each complete.
@@ -23,16 +23,16 @@ What is guaranteed (POSIX; the same steps run on Windows):
   not available, once they are a day old). Nothing else in the folder is
   touched. A temporary of a writer on another machine sharing the folder
   can look stale; removing it makes that writer fail with
-  :class:`OutputError`, never publish a partial file.
+  `OutputError`, never publish a partial file.
 * **Racing writers.** Two processes writing the same targets at once each
   publish complete files; which one's file is left at each path is not
   defined (it can differ from path to path).
 * **Modes.** A replaced file keeps its mode; a new file gets ``0o666``
-  less the process umask, as :func:`open` would give it.
+  less the process umask, as `open` would give it.
 * **Clear errors.** Every file-system failure (no permission, a folder in
-  the way, a name too long) is an :class:`OutputError` naming the path.
+  the way, a name too long) is an `OutputError` naming the path.
 
-Example:
+Examples:
     >>> import pathlib, tempfile
     >>> folder = pathlib.Path(tempfile.mkdtemp()) / "new" / "folder"
     >>> with atomic_open(folder / "a.txt") as file:
@@ -101,10 +101,10 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
 
     Only files named as this module names its temporaries are considered, and
     only those whose owner process has ended (see the module docstring).
-    :class:`StagedFiles` calls it for every folder it writes into; errors
+    `StagedFiles` calls it for every folder it writes into; errors
     (a file removed meanwhile, no permission) are ignored.
 
-    Example:
+    Examples:
         >>> import pathlib, tempfile
         >>> folder = pathlib.Path(tempfile.mkdtemp())
         >>> _ = (folder / ".graph.dot.gradexport-999999999-abc.tmp").write_text("left by a killed write")
@@ -146,7 +146,7 @@ class StagedFiles:
     temporary file is removed and every target keeps its old content (see the
     module docstring for the exact guarantee).
 
-    Example:
+    Examples:
         >>> import pathlib, tempfile
         >>> folder = pathlib.Path(tempfile.mkdtemp())
         >>> (folder / "a.txt").write_text("old a")

@@ -20,7 +20,7 @@ model holds. Strings that repeat (op names, module paths, dtypes) are stored
 once. Non-finite floats (a NaN gradient norm), which JSON cannot hold, become
 the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``.
 
-Example:
+Examples:
     >>> import torch
     >>> from gradexport import to_networkx
     >>> x = torch.ones(3, requires_grad=True)
@@ -105,13 +105,13 @@ def viewer_bundle() -> str:
 
 
 def generate_html(source: GraphSource, options: DiagramOptions | None = None, *, title: str | None = None) -> Iterator[str]:
-    """Yield the page for ``source`` (a graph or a stream, see :mod:`~gradexport.formats.source`) in chunks.
+    """Yield the page for ``source`` (a graph or a stream, see `gradexport.formats.source`) in chunks.
 
     The whole source is read before the first chunk, so a graph over
-    :data:`MAX_VIEWER_NODES` or :data:`MAX_VIEWER_EDGES` raises
-    :class:`ViewerTooLargeError` before anything is written.
+    `MAX_VIEWER_NODES` or `MAX_VIEWER_EDGES` raises
+    `ViewerTooLargeError` before anything is written.
 
-    Options (see :class:`~gradexport.formats.labels.DiagramOptions`):
+    Options (see `gradexport.formats.labels.DiagramOptions`):
     ``direction`` sets where the loss is, ``show_none`` adds or hides None
     slots, ``edge_shapes`` adds the gradient's shape to edge labels,
     ``grad_norms`` colours edges by their ``grad`` record, and
@@ -139,7 +139,7 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
 
 
 def to_html(source: GraphSource, options: DiagramOptions | None = None, *, title: str | None = None) -> str:
-    """The viewer page for ``source`` as one string (see :func:`generate_html`)."""
+    """The viewer page for ``source`` as one string (see `generate_html`)."""
     return "".join(generate_html(source, options, title=title))
 
 
@@ -152,7 +152,7 @@ def write_html(
 ) -> None:
     """Write the viewer page to an open text file, or atomically to a path.
 
-    Nothing is written when the graph is too large (:class:`ViewerTooLargeError`).
+    Nothing is written when the graph is too large (`ViewerTooLargeError`).
     """
     chunks = generate_html(source, options, title=title)
     first = next(chunks)  # reads and checks the whole graph
@@ -171,7 +171,7 @@ def notebook_iframe(page: str, height: int = 640) -> str:
     The page is an attribute value, escaped, so its scripts and styles cannot
     touch the notebook; the sandbox lets it run scripts and nothing else.
 
-    Example:
+    Examples:
         >>> notebook_iframe('<p title="a">x</p>', height=200)
         '<iframe srcdoc="&lt;p title=&quot;a&quot;&gt;x&lt;/p&gt;" sandbox="allow-scripts" style="width: 100%; height: 200px; border: 0" title="autograd graph"></iframe>'
     """

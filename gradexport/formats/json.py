@@ -1,23 +1,23 @@
 """JSON for an autograd graph: NetworkX node-link data, byte-stable, round-tripping.
 
-The document is :func:`networkx.node_link_data` with edges under ``"edges"``:
+The document is `networkx.node_link_data` with edges under ``"edges"``:
 ``{"directed": true, "multigraph": true, "graph": {...}, "nodes": [{"id": "n0",
 ...}], "edges": [{"source": "n0", "target": "n1", "key": 0, ...}]}``, with every
-node, edge and graph attribute of :mod:`gradexport.graph`. Keys are sorted and
+node, edge and graph attribute of `gradexport.graph`. Keys are sorted and
 separators fixed, so the same graph always gives the same bytes. The text is
 ASCII (other characters as ``\\u`` escapes), so a name with any character,
 even a lone surrogate, survives a file. Non-finite floats (a NaN gradient
-norm) are written as ``NaN``/``Infinity``, as Python's :mod:`json` reads them.
+norm) are written as ``NaN``/``Infinity``, as Python's `json` reads them.
 
-:func:`from_json` checks what it reads against that schema and raises
-:class:`GraphFormatError`, naming the path to the first field that does not
+`from_json` checks what it reads against that schema and raises
+`GraphFormatError`, naming the path to the first field that does not
 fit (``nodes[3].module: expected str or null, got int``), for anything else:
 a document that is not an object, ids that are not strings or repeat,
 edges to unknown ids, repeated edge keys, a root naming an unknown node, and
 documented attributes of the wrong type. Attributes the schema does not
 name are kept as they are, so a user's own annotations survive a round trip.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph(roots=[{"name": "loss", "node": "n0", "input_nr": 0}])
     >>> g.add_node("n0", kind="backward", op="AddBackward0")
@@ -50,7 +50,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 
 def generate_json(graph: GraphSource) -> Iterator[str]:
-    """Yield the JSON text of ``graph`` (a graph or a stream, see :mod:`~gradexport.formats.source`) in chunks, then a final newline.
+    """Yield the JSON text of ``graph`` (a graph or a stream, see `gradexport.formats.source`) in chunks, then a final newline.
 
     The text is exactly ``json.dumps(networkx.node_link_data(graph,
     edges="edges"), sort_keys=True, separators=(",", ":"))``, produced a
@@ -117,17 +117,17 @@ def write_json(graph: GraphSource, path: str | os.PathLike[str] | IO[str]) -> No
 
 
 class GraphFormatError(ValueError):
-    """A JSON document is not a graph of :mod:`gradexport.graph`; the message gives the path to the bad field."""
+    """A JSON document is not a graph of `gradexport.graph`; the message gives the path to the bad field."""
 
 
 def from_json(text: str | bytes) -> nx.MultiDiGraph:
-    """The graph that :func:`to_json` wrote: same nodes, edges with keys, and attributes.
+    """The graph that `to_json` wrote: same nodes, edges with keys, and attributes.
 
     Raises:
         GraphFormatError: when ``text`` is not JSON or does not fit the schema
-            of :mod:`gradexport.graph`; the message names the field.
+            of `gradexport.graph`; the message names the field.
 
-    Example:
+    Examples:
         >>> node = '{"id": "n0", "kind": "leaf", "module": 5}'
         >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [' + node + '], "edges": []}')
         Traceback (most recent call last):
@@ -343,6 +343,6 @@ _GRAPH_FIELDS: dict[str, Any] = {
 
 
 def read_json(path: str | os.PathLike[str]) -> nx.MultiDiGraph:
-    """Read a graph from a file written by :func:`write_json`."""
+    """Read a graph from a file written by `write_json`."""
     with open(path, encoding="utf-8") as file:
         return from_json(file.read())

@@ -4,16 +4,16 @@ Node labels by kind: a root shows its name and tensor; a backward node its op
 (``MulBackward0``), its module path when the diagram draws no module boxes,
 its special kind and, with ``show_saved``, what it saved; a leaf its
 parameter names and tensor; a None slot ``None``; a folded module (from
-:func:`gradexport.collapse`) its path and how many nodes it stands for.
+`gradexport.collapse`) its path and how many nodes it stands for.
 
 Label lines are plain text with control characters shown as escapes (a
-newline in a name reads ``\\n``), each at most :data:`MAX_LINE_CHARS`
+newline in a name reads ``\\n``), each at most `MAX_LINE_CHARS`
 characters (longer ones end in ``…``; the full name stays in the graph and
 its JSON); each writer escapes them for its syntax. Element ids are short and
 safe in every syntax without quoting: ``n0``, ``n1``... for the graph model's
 ids, ``u_<readable part>_<hash>`` for any other id.
 
-Example:
+Examples:
     >>> node_lines({"kind": "leaf", "names": ["w"], "shape": [3], "dtype": "float64"}, show_saved=False, show_module=False)
     ('w', '(3,) float64')
 """
@@ -54,7 +54,7 @@ def element_id(node: Any) -> str:
     no name, keyword or punctuation ever reaches the syntax as an id and no
     name, however long, makes a long id.
 
-    Example:
+    Examples:
         >>> element_id("n12"), element_id("module:layer1.0"), element_id(3)
         ('n12', 'u_module_layer1_0_59a07c668dbbb903', 'u_3_9e251905a6d98e01')
     """
@@ -75,9 +75,9 @@ MAX_LINE_CHARS = 200
 
 
 def shorten(line: str) -> str:
-    """``line``, cut to :data:`MAX_LINE_CHARS` characters with a visible ``…`` when longer.
+    """``line``, cut to `MAX_LINE_CHARS` characters with a visible ``…`` when longer.
 
-    Example:
+    Examples:
         >>> shorten("x" * 300)[-3:], len(shorten("x" * 300))
         ('xx…', 200)
     """
@@ -90,7 +90,7 @@ def module_title(path: str, classes: Mapping[str, str] | None = None) -> str:
     Without the class (a graph built without ``module=``), the path alone, and
     ``(model)`` for the model. The title is one printable line.
 
-    Example:
+    Examples:
         >>> module_title("layer1.0", {"layer1.0": "BasicBlock"}), module_title("", {"": "ResNet"}), module_title("")
         ('layer1.0: BasicBlock', 'ResNet', '(model)')
     """
@@ -114,7 +114,7 @@ _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def printable(text: str) -> str:
     """``text`` with control characters written as escapes, so that it is one visible line.
 
-    Example:
+    Examples:
         >>> printable("a\\nb\\x00")
         'a\\\\nb\\\\x00'
     """
@@ -130,7 +130,7 @@ def _escape(match: re.Match[str]) -> str:
 def tensor_text(record: Mapping[str, Any]) -> str:
     """``(4, 4)``, plus the dtype unless float32 and the device unless cpu.
 
-    Example:
+    Examples:
         >>> tensor_text({"shape": [2], "dtype": "float64", "device": "cpu"})
         '(2,) float64'
     """
@@ -185,7 +185,7 @@ def node_lines(
 
     ``classes`` (the graph's ``module_classes``) titles folded modules.
 
-    Example:
+    Examples:
         >>> node_lines({"kind": "backward", "op": "LogBackward0", "exec_order": 2, "diff": "added"}, False, False, exec_order=True)
         ('#2 + added', 'LogBackward0')
     """
@@ -209,7 +209,7 @@ def node_lines(
 def byte_text(count: int) -> str:
     """A byte count for people: ``512 B``, ``1.5 KiB``, ``3.0 MiB``.
 
-    Example:
+    Examples:
         >>> byte_text(512), byte_text(1536), byte_text(3 * 2**20)
         ('512 B', '1.5 KiB', '3.0 MiB')
     """
@@ -248,7 +248,7 @@ def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bo
 
 
 def look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:
-    """What a backward node's or a leaf's look depends on (see :func:`node_lines`); None for other nodes and marked ones."""
+    """What a backward node's or a leaf's look depends on (see `node_lines`); None for other nodes and marked ones."""
     if show_saved and "saved" in attributes or "diff" in attributes or "nonfinite" in attributes:
         return None
     if kind == "backward":

@@ -1,11 +1,11 @@
 """Mermaid flowchart text for an autograd graph, for mermaid.js 11 as it ships.
 
 It shows what the DOT writer shows (see the legend in
-:mod:`gradexport.formats.dot`): nodes styled by kind with ``classDef``,
+`gradexport.formats.dot`): nodes styled by kind with ``classDef``,
 edges labelled ``i→k`` (position ``i`` in the parent's ``next_functions``,
 input slot ``k`` of the child), module boxes as nested ``subgraph`` blocks.
 
-Safety: ids are ``n0``, ``n1``... (see :func:`gradexport.formats.labels.element_id`),
+Safety: ids are ``n0``, ``n1``... (see `gradexport.formats.labels.element_id`),
 never names, so no name can be read as a keyword such as ``end``. Every label
 is quoted, edge labels too (an unquoted ``|next[0]|`` does not parse), and any
 character that Mermaid or HTML could read as syntax (quotes, ``#``, ``<``,
@@ -16,9 +16,9 @@ literally. Line breaks inside a label are ``<br>``.
 Mermaid refuses diagrams over 50,000 characters or 500 edges by default
 (``maxTextSize``, ``maxEdges``; a page cannot raise them from the diagram).
 Above those, the writer still writes the text and warns with
-:class:`MermaidSizeWarning`.
+`MermaidSizeWarning`.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph()
     >>> g.add_node("n0", kind="backward", op="AddBackward0")
@@ -112,7 +112,7 @@ def _keep(char: str) -> bool:
 def label_text(text: str) -> str:
     """``text`` for a quoted Mermaid label, each special character as an entity code.
 
-    Example:
+    Examples:
         >>> label_text('end "x" #1 <b>')
         'end #34;x#34; #35;1 #60;b#62;'
     """
@@ -152,7 +152,7 @@ class MermaidText(NamedTuple):
 
     @property
     def fits(self) -> bool:
-        """Whether mermaid.js draws it with its default :data:`LIMITS`."""
+        """Whether mermaid.js draws it with its default `LIMITS`."""
         return self.size <= LIMITS.max_text_size and self.edges <= LIMITS.max_edges
 
     def size_warning(self) -> MermaidSizeWarning | None:
@@ -173,8 +173,8 @@ def _size_warning(size: int, edges: int) -> MermaidSizeWarning:
 def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
     """Yield the Mermaid text of ``graph`` line by line (without newlines).
 
-    Warns with :class:`MermaidSizeWarning` once the text is complete when it
-    is over :data:`MAX_TEXT_SIZE` characters or :data:`MAX_EDGES` edges.
+    Warns with `MermaidSizeWarning` once the text is complete when it
+    is over `MAX_TEXT_SIZE` characters or `MAX_EDGES` edges.
     """
     sizes: list[int] = []
     yield from _lines(graph, options or DiagramOptions(), sizes)
@@ -184,7 +184,7 @@ def generate_mermaid(graph: GraphSource, options: DiagramOptions | None = None) 
 
 
 def render_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> MermaidText:
-    """The Mermaid text of ``graph`` with its sizes, without warning (see :meth:`MermaidText.fits`)."""
+    """The Mermaid text of ``graph`` with its sizes, without warning (see `MermaidText.fits`)."""
     sizes: list[int] = []
     text = "\n".join(chain(_lines(graph, options or DiagramOptions(), sizes), ("",)))
     return MermaidText(text, *sizes)

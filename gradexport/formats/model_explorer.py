@@ -4,19 +4,19 @@ Google's Model Explorer (github.com/google-ai-edge/model-explorer;
 ``pip install gradexport[explorer]``) draws graphs of hundreds of thousands
 of nodes: namespaces become nested layers that open one level at a time, it
 renders with WebGL, shows every node's attributes and colours nodes by
-*node data*. :func:`to_model_explorer` builds a graph of :mod:`gradexport.graph`
-(or a stream of it, see :mod:`gradexport.formats.source`) with Model
-Explorer's own classes (:mod:`model_explorer.graph_builder`), and
-:func:`write_model_explorer` writes the JSON file that Model Explorer opens.
+*node data*. `to_model_explorer` builds a graph of `gradexport.graph`
+(or a stream of it, see `gradexport.formats.source`) with Model
+Explorer's own classes (`model_explorer.graph_builder`), and
+`write_model_explorer` writes the JSON file that Model Explorer opens.
 
-The mapping (one graph ``"backward"`` in a :class:`GraphCollection`):
+The mapping (one graph ``"backward"`` in a `GraphCollection`):
 
 - Every node becomes a ``GraphNode`` with the same id. Its ``namespace`` is
   its ``module`` path with ``/`` for ``.`` (``encoder/layers/3/self_attn``),
   so modules become the layers Model Explorer folds and unfolds; nodes
   without a module sit at the top level. Its ``label`` is the op
   (``MulBackward0``); a leaf shows its parameter names, a root its name, a
-  None slot ``None``, a folded module (:func:`gradexport.collapse`) the
+  None slot ``None``, a folded module (`gradexport.collapse`) the
   last part of its path.
 - Its ``attrs`` hold every attribute of the graph model's node, one
   ``KeyValue`` each: strings as they are, any other value as JSON text
@@ -28,7 +28,7 @@ The mapping (one graph ``"backward"`` in a :class:`GraphCollection`):
   differ.
 - The other attributes of the edge (``shape``, ``dtype``, ``device`` with
   ``edge_metadata=True``; the ``grad`` record of
-  :func:`gradexport.record_gradients`, one key per field, ``grad.norm``...)
+  `gradexport.record_gradients`, one key per field, ``grad.norm``...)
   go into F's ``outputsMetadata`` under output id ``"i"``, with
   ``tensor_shape`` (``float32[4, 4]``) where the shape is known: Model
   Explorer can write that on the edges.
@@ -46,13 +46,13 @@ entry of ``none_slots`` (id ``<node>_none<slot>``); ``False`` leaves them out
 (``none_slots`` still lists them in the attributes). The other diagram
 options do not apply: Model Explorer lays out top to bottom, roots first.
 
-:func:`gradient_node_data` turns the ``grad`` records into Model Explorer
+`gradient_node_data` turns the ``grad`` records into Model Explorer
 node data, so that its colour scale shows where gradients vanish or explode.
 
 Model Explorer is imported only when one of these functions runs; without it
-they raise :class:`ModelExplorerNotInstalledError`.
+they raise `ModelExplorerNotInstalledError`.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph(roots=[{"name": "loss", "node": "n0", "input_nr": None}])
     >>> g.add_node("n0", kind="backward", op="AddBackward0", module="block")
@@ -105,7 +105,7 @@ GRAPH_ID = "backward"
 
 INSTALL_HINT = "pip install gradexport[explorer]"
 
-#: What :func:`gradient_node_data` can show, by name.
+#: What `gradient_node_data` can show, by name.
 GRADIENT_METRICS = {
     "log10_norm": "log10 of the largest gradient norm a node received (orders of magnitude)",
     "norm": "the largest gradient norm a node received",
@@ -212,8 +212,8 @@ def to_model_explorer(
     """Build ``source`` with Model Explorer's classes, as the module docstring maps it.
 
     Args:
-        source: A graph of :func:`gradexport.to_networkx` (or
-            :func:`gradexport.record_gradients`, :func:`gradexport.collapse`)
+        source: A graph of `gradexport.to_networkx` (or
+            `gradexport.record_gradients`, `gradexport.collapse`)
             or a stream of it.
         options: Only ``show_none`` applies (see the module docstring).
         label: The collection's label, which Model Explorer shows after the
@@ -221,7 +221,7 @@ def to_model_explorer(
 
     Returns:
         A ``model_explorer.graph_builder.GraphCollection`` holding one graph
-        with id :data:`GRAPH_ID`.
+        with id `GRAPH_ID`.
 
     Raises:
         ModelExplorerNotInstalledError: Model Explorer is not installed.
@@ -312,7 +312,7 @@ def _fields(value: Any) -> dict[str, Any]:
     """A graph_builder object's fields without its ``None`` ones, for the JSON encoder (its ``default``).
 
     The encoder walks the objects itself, so a node is encoded without first
-    being copied into dicts (as :func:`dataclasses.asdict` would, five times slower).
+    being copied into dicts (as `dataclasses.asdict` would, five times slower).
     """
     try:
         fields = vars(value)
@@ -333,7 +333,7 @@ def generate_model_explorer(
 ) -> Iterator[str]:
     """Yield the JSON text Model Explorer loads (one ``GraphCollection``) in chunks, then a newline.
 
-    Takes the arguments of :func:`to_model_explorer`. The text is ASCII, so
+    Takes the arguments of `to_model_explorer`. The text is ASCII, so
     any name survives, and contains no NaN (attribute values are strings).
     """
     collection = to_model_explorer(source, options, label=label)
@@ -357,10 +357,10 @@ def write_model_explorer(
 ) -> None:
     """Write the Model Explorer JSON of ``source`` to an open text file, or atomically to a path.
 
-    Name the file with :data:`EXTENSION` (``graph.me.json``): Model Explorer
+    Name the file with `EXTENSION` (``graph.me.json``): Model Explorer
     picks its JSON loader by the last extension.
 
-    Example:
+    Examples:
         >>> import pathlib, tempfile, torch, gradexport
         >>> x = torch.ones(3, requires_grad=True)
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "graph.me.json"
@@ -397,10 +397,10 @@ def _finite_norm(grad: Mapping[str, Any]) -> float | None:
 
 
 def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> ModelNodeData:
-    """Model Explorer node data from the ``grad`` records of :func:`gradexport.record_gradients`.
+    """Model Explorer node data from the ``grad`` records of `gradexport.record_gradients`.
 
     A node's value comes from the gradients it received (its incoming
-    edges; a root: the gradient it started with), see :data:`GRADIENT_METRICS`.
+    edges; a root: the gradient it started with), see `GRADIENT_METRICS`.
     Norms are exact per edge; a node that receives several gradients gets
     the largest. Nodes without a finite norm (no gradient flowed, NaN or
     infinity) get no value in the norm metrics, and ``log10_norm`` leaves out
@@ -409,12 +409,12 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
     their nodes.
 
     Args:
-        source: A graph from :func:`gradexport.record_gradients` (or a stream of one).
-        metric: A key of :data:`GRADIENT_METRICS`.
+        source: A graph from `gradexport.record_gradients` (or a stream of one).
+        metric: A key of `GRADIENT_METRICS`.
 
     Returns:
         A ``model_explorer.node_data_builder.ModelNodeData`` for the graph
-        :data:`GRAPH_ID`; ``.to_json_string()`` gives its JSON and
+        `GRAPH_ID`; ``.to_json_string()`` gives its JSON and
         ``.save_to_file(path)`` writes the file Model Explorer's "node data"
         button loads.
 
@@ -422,7 +422,7 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
         ValueError: an unknown metric, or a graph without gradients.
         ModelExplorerNotInstalledError: Model Explorer is not installed.
 
-    Example:
+    Examples:
         >>> import torch, gradexport
         >>> x = torch.tensor([3.0, 4.0], requires_grad=True)
         >>> graph = gradexport.record_gradients((x * 10).sum(), params={"x": x})

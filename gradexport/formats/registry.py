@@ -1,28 +1,30 @@
 """The one list of output formats: each format's name, file extension, writer and needs.
 
-:func:`gradexport.write`, the export functions (``to_dot``...), the command
+`gradexport.write`, the export functions (``to_dot``...), the command
 line, the notebook and the MkDocs plugin all look formats up here, and take
-their options from :mod:`gradexport.options`.
+their options from `gradexport.options`.
 
 To add a format: write its module in this package (NetworkX readwrite style:
 ``generate_*``, ``to_*``, ``write_*``, reading the graph only through
-:class:`gradexport.formats.source.Source`), then register it once at the
-end of this module::
+`gradexport.formats.source.Source`), then register it once at the
+end of this module:
 
-    register(Format(
-        name="yaml",
-        extension=".yaml",
-        description="the graph as YAML",
-        text=lambda source, options: yaml.to_yaml(source),
-        diagram=False,
-    ))
+```python
+register(Format(
+    name="yaml",
+    extension=".yaml",
+    description="the graph as YAML",
+    text=lambda source, options: yaml.to_yaml(source),
+    diagram=False,
+))
+```
 
 ``write()``, ``--format`` and the plugin then accept it; options it does
 not take (``diagram=False`` formats take no diagram options) are refused
 for it by name. A format that needs the whole graph before its first byte
 says so with ``streams``.
 
-Example:
+Examples:
     >>> FORMATS["mermaid"].extension, FORMATS["json"].diagram
     ('.mmd', False)
     >>> parse_formats("svg, dot,svg")
@@ -57,7 +59,7 @@ class Format:
         name: What ``formats=`` and ``--format`` call it.
         extension: The file extension, with its dot.
         description: One line for ``--help`` and the docs.
-        text: Draws a :class:`Source` with the call's options, as text.
+        text: Draws a `Source` with the call's options, as text.
         write: Writes it to an open text file; default: ``file.write(text(...))``.
         diagram: Whether it draws a diagram, and so takes the diagram options.
         streams: Whether it can draw a one-pass stream with these options
@@ -85,7 +87,7 @@ FORMATS: dict[str, Format] = {}
 
 
 def register(spec: Format) -> Format:
-    """Add ``spec`` to :data:`FORMATS`.
+    """Add ``spec`` to `FORMATS`.
 
     Raises:
         ValueError: for a name already registered, or an extension without its dot.
@@ -122,8 +124,8 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
     """Mermaid text of ``source``, or of its deepest collapse that mermaid.js draws (``fit``).
 
     With ``fit`` and a graph over mermaid.js's limits that knows its modules,
-    the text is that of the deepest :func:`gradexport.collapse` within the
-    limits, with a :class:`MermaidSizeWarning` saying so. Otherwise it is the
+    the text is that of the deepest `gradexport.collapse` within the
+    limits, with a `MermaidSizeWarning` saying so. Otherwise it is the
     whole graph's text, with the writer's size warning when it is over the
     limits. Each candidate is drawn once, and one with more edges than the
     limit not at all.
@@ -218,5 +220,5 @@ register(
     )
 )
 
-#: The formats :func:`gradexport.write` and the command line write unless told otherwise.
+#: The formats `gradexport.write` and the command line write unless told otherwise.
 DEFAULT_FORMATS = ("dot", "svg", "mermaid", "json")

@@ -1,23 +1,23 @@
 """What the writers read: a graph, or the same graph one node at a time.
 
-Every writer takes either a :class:`networkx.MultiDiGraph` of
-:mod:`gradexport.graph` or a one-pass stream of *adjacency records*
+Every writer takes either a `networkx.MultiDiGraph` of
+`gradexport.graph` or a one-pass stream of *adjacency records*
 ``(node, attributes, out_edges)``, where ``out_edges`` is
 ``{target: {key: edge attributes}}``: exactly what the graph holds in
 ``graph.nodes[node]`` and ``graph.succ[node]``, in the graph's node order.
-:class:`gradexport.graph.GraphStream` is such a stream. A stream lets a
+`gradexport.graph.GraphStream` is such a stream. A stream lets a
 writer draw a graph of a million nodes while it is being walked, without a
 second copy of it in memory; the text is the same as for the graph.
 
-:class:`Source` is the one place that tells the two apart: writers call
-:meth:`Source.of` on what they were given and read only the Source.
+`Source` is the one place that tells the two apart: writers call
+`Source.of` on what they were given and read only the Source.
 
 A stream sets ``graph_attributes`` (the graph's ``graph`` dict) once it is
 exhausted. A stream whose ids are all the graph model's (``n0``, ``n1``...)
 says so with ``model_ids = True``, which spares the diagram writers a check
-per node and edge (see :func:`gradexport.formats.labels.element_id`).
+per node and edge (see `gradexport.formats.labels.element_id`).
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph(num_nodes=2)
     >>> g.add_node("n0", kind="backward")
@@ -61,7 +61,7 @@ is_model_id = re.compile("n[0-9]+").fullmatch
 
 
 class AdjacencyStream(Protocol):
-    """A one-pass stream of :data:`Adjacency` records with the graph attributes at its end.
+    """A one-pass stream of `Adjacency` records with the graph attributes at its end.
 
     It may also have ``model_ids = True`` when every id is ``n`` followed by digits.
     """
@@ -171,7 +171,7 @@ class Source:
 
 
 def adjacency(source: GraphSource) -> Iterator[Adjacency]:
-    """The adjacency records of ``source``, in node order (see :meth:`Source.records`)."""
+    """The adjacency records of ``source``, in node order (see `Source.records`)."""
     return Source.of(source).records()
 
 

@@ -1,10 +1,10 @@
 """How each kind of node and each gradient looks, in every diagram format.
 
-Writers map :class:`NodeStyle` to their own syntax; :class:`GradScale`
+Writers map `NodeStyle` to their own syntax; `GradScale`
 colours edges by the norm of the gradient they carry (from
-:func:`gradexport.record_gradients`).
+`gradexport.record_gradients`).
 
-Example:
+Examples:
     >>> NODE_STYLES["leaf"].shape
     'box'
     >>> GradScale(-2.0, 2.0).style({"norm": 100.0})

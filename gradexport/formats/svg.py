@@ -4,7 +4,7 @@ The program that renders it is, in order: the ``prog`` argument, the
 ``GRADEXPORT_DOT`` environment variable (a program name or path), the system
 ``dot`` (``apt-get install graphviz``), then ``graphviz-pure`` (a static
 Graphviz port from PyPI: ``pip install gradexport[svg]``). Where none exists,
-:class:`GraphvizNotFoundError` says how to install one. DOT, Mermaid and JSON
+`GraphvizNotFoundError` says how to install one. DOT, Mermaid and JSON
 never need Graphviz. ``graphviz-pure`` knows the widths of ASCII characters
 only: it sizes others (the ``→`` of edge labels, non-Latin names) as a space
 and warns.
@@ -12,7 +12,7 @@ and warns.
 The same DOT and the same program give the same SVG bytes. Graphviz escapes
 label text for XML itself, so a name never becomes markup in the SVG.
 
-Example:
+Examples:
     >>> import networkx as nx
     >>> g = nx.MultiDiGraph()
     >>> g.add_node("n0", kind="leaf", names=["<script>alert(1)</script>"], shape=[])
@@ -86,9 +86,9 @@ def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
 
 
 def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None) -> str:
-    """Render DOT text to SVG text with Graphviz (see :func:`find_graphviz`).
+    """Render DOT text to SVG text with Graphviz (see `find_graphviz`).
 
-    Graphviz's warnings (its stderr on success) become :class:`RuntimeWarning`.
+    Graphviz's warnings (its stderr on success) become `RuntimeWarning`.
 
     Raises:
         GraphvizNotFoundError: no program to run.
@@ -134,7 +134,7 @@ def _flat(text: str) -> str:
 
 
 def to_svg(graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
-    """The SVG text of ``graph``, rendered from :func:`gradexport.formats.dot.to_dot`."""
+    """The SVG text of ``graph``, rendered from `gradexport.formats.dot.to_dot`."""
     return render_svg(to_dot(graph, options), prog)
 
 
