@@ -49,7 +49,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from .export import prepare, write
+from .export import is_plain_name, prepare, write
 from .formats.registry import DEFAULT_FORMATS, FORMATS, parse_formats
 from .modules import capture_modules
 from .options import ExportOptions
@@ -130,7 +130,7 @@ def _formats(text: str) -> list[str]:
 
 
 def _stem(text: str) -> str:
-    if not text or text in (".", "..") or any(separator in text for separator in ("/", "\\", "\0")):
+    if not is_plain_name(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a plain file name (no folder, not . or ..)")
     return text
 
@@ -297,9 +297,10 @@ def _exit_call(error: SystemExit) -> str:
 def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     location, name = args.target
     roots, params, module = _call_target(args.target, bar)
-    if args.options.get("depth") is not None and module is None:
+    folding = [flag for flag, option in (("--depth", "depth"), ("--fold", "fold_modules")) if args.options.get(option) is not None]
+    if folding and module is None:
         raise _Failure(
-            f"--depth {args.options['depth']} folds modules, but {location}:{name}() returned no nn.Module: "
+            f"{' and '.join(folding)} fold modules, but {location}:{name}() returned no nn.Module: "
             "return (roots, model) and run the forward pass in it",
             2,
         )

@@ -103,19 +103,19 @@ def prepare(
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
             caller=f"gradexport.{caller}",
         )
-        streams = not whole and len(specs) == 1 and options.fold.depth is None and specs[0].streams(options)
+        streams = not whole and len(specs) == 1 and not options.fold.folds and specs[0].streams(options)
         source = Source(None, walk) if streams else Source(walk.to_networkx())
-    if options.fold.depth is not None:
-        graph = source.whole("folding modules (depth=)")
+    if options.fold.folds:
+        graph = source.whole("folding modules (depth=, fold_modules=)")
         if all(path is None for _, path in graph.nodes(data="module")):
             warnings.warn(
                 OptionWarning(
-                    f"gradexport.{caller}: depth={options.fold.depth} folds nothing, since no node of this graph has a "
+                    f"gradexport.{caller}: depth= and fold_modules= fold nothing, since no node of this graph has a "
                     "module: run the forward pass inside gradexport.capture_modules() and pass module=model"
                 ),
                 stacklevel=3,
             )
-        source = Source(collapse(graph, options.fold.depth))
+        source = Source(collapse(graph, options.fold.depth, modules=options.fold.fold_modules))
     return source, options
 
 
@@ -276,7 +276,7 @@ def write(
         [('dot', 'graph.dot'), ('json', 'graph.json')]
     """
     names = parse_formats(formats)
-    if not isinstance(stem, str) or not stem or stem in (".", "..") or any(separator in stem for separator in ("/", "\\", "\0")):
+    if not is_plain_name(stem):
         raise ValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
     source, export_options = prepare(graph_or_roots, names, options, caller="write")
     specs: list[Format] = [FORMATS[name] for name in names]
@@ -287,6 +287,16 @@ def write(
             spec.write_to(source, staged.open(paths[spec.name]), export_options)
             bar.update()
     return paths
+
+
+def is_plain_name(stem: object) -> bool:
+    """Whether ``stem`` names a file in a folder without leaving it: no separator, not ``.`` or ``..``.
+
+    Examples:
+        >>> is_plain_name("graph"), is_plain_name("../escape"), is_plain_name("")
+        (True, False, False)
+    """
+    return isinstance(stem, str) and stem not in ("", ".", "..") and not any(separator in stem for separator in ("/", "\\", "\0"))
 
 
 @contextmanager

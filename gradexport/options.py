@@ -129,6 +129,13 @@ def _direction(text: str) -> str:
     return text.upper()
 
 
+def _patterns(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise ValueError(f"expected comma-separated module names or patterns, got {text!r}")
+    return names
+
+
 def _depth(text: str) -> int:
     if not text.strip().isdigit():
         raise ValueError(f"expected a whole number >= 0, got {text!r}")
@@ -160,18 +167,34 @@ class FoldOptions:
     Attributes:
         depth: Open this many levels of modules and fold each module below
             into one node (`gradexport.collapse`); ``None`` folds nothing.
+        fold_modules: Fold the modules these names or fnmatch patterns name
+            into one node each (``["layers.*"]``; `gradexport.collapse`'s ``modules``).
         fit: Mermaid only: when the diagram is over mermaid.js's limits and
             the graph knows its modules, draw the deepest collapse that fits.
     """
 
     depth: int | None = option(
-        None, "fold every module this many levels deep or deeper into one node", parse=_depth, flag="--depth", metavar="K"
+        None, "open this many levels of modules and fold each module below into one node", parse=_depth, flag="--depth", metavar="K"
+    )
+    fold_modules: tuple[str, ...] | None = option(
+        None, "fold the modules these comma-separated names or fnmatch patterns name (layers.*)", parse=_patterns, flag="--fold", metavar="NAMES"
     )
     fit: bool = option(True, "fold modules until the diagram is within mermaid.js's limits", "mermaid", parse=_boolean, flag="--fit")
 
     def __post_init__(self) -> None:
+        if isinstance(self.fold_modules, str):  # one name or pattern, as collapse(modules=) takes it
+            object.__setattr__(self, "fold_modules", (self.fold_modules,))
+        elif self.fold_modules is not None:
+            object.__setattr__(self, "fold_modules", tuple(self.fold_modules))
+            if not all(isinstance(name, str) for name in self.fold_modules):
+                raise ValueError(f"fold_modules must be module names or patterns, got {self.fold_modules!r}")
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
             raise ValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
+
+    @property
+    def folds(self) -> bool:
+        """Whether these options fold anything (which needs the whole graph)."""
+        return self.depth is not None or self.fold_modules is not None
 
 
 @dataclass(frozen=True)
@@ -264,6 +287,7 @@ class ExportKeywords(TypedDict, total=False):
     module: Any
     edge_metadata: bool
     depth: int | None
+    fold_modules: tuple[str, ...] | None
     fit: bool
     direction: str
     show_none: bool | None

@@ -100,7 +100,7 @@ def test_edge_shapes_on_a_graph_without_them_warns_with_the_fix(blog):
 
 def test_depth_on_a_graph_without_modules_warns(blog):
     roots, params = blog
-    with pytest.warns(OptionWarning, match="depth=1 folds nothing"):
+    with pytest.warns(OptionWarning, match="depth= and fold_modules= fold nothing"):
         gradexport.to_dot(roots, params=params, depth=1)
 
 
@@ -127,7 +127,7 @@ def test_cli_depth_without_a_module_and_an_option_for_no_format_are_usage_errors
     user = tmp_path / "user.py"
     user.write_text("import torch\ndef loss():\n    x = torch.ones(2, requires_grad=True)\n    return (x * 2).sum()\n")
     assert main([f"{user}:loss", "-f", "dot", "-o", str(tmp_path), "--depth", "1", "-q"]) == 2
-    assert "--depth 1 folds modules" in capsys.readouterr().err
+    assert "--depth fold modules" in capsys.readouterr().err
     assert main([f"{user}:loss", "-f", "json", "-o", str(tmp_path), "--direction", "LR", "-q"]) == 2
     assert "direction applies only to diagrams" in capsys.readouterr().err
     assert not list(tmp_path.glob("loss.*"))
@@ -208,3 +208,26 @@ def warnings_as_errors():
         warnings.simplefilter("error")
         yield
 
+
+
+def test_fold_modules_folds_by_name_in_every_entry_point(tmp_path, monkeypatch, capsys):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()))
+    with gradexport.capture_modules():
+        loss = model(torch.ones(1, 3)).sum()
+    graph = gradexport.to_networkx(loss, module=model)
+    folded = gradexport.collapse(graph, modules=["1"])
+    assert [data["module"] for _, data in folded.nodes(data=True) if data["kind"] == "module"] == ["1"]
+    assert gradexport.to_dot(loss, module=model, fold_modules="1") == gradexport.to_dot(folded)
+    assert ExportOptions.from_text({"fold_modules": "1, 0"}, formats=["dot"]).fold.fold_modules == ("1", "0")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    user = tmp_path / "user.py"
+    user.write_text(
+        "import torch, gradexport\n"
+        "def loss():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()))\n"
+        "    return model(torch.ones(1, 3)).sum(), model\n"
+    )
+    assert main([f"{user}:loss", "-f", "dot", "-o", str(tmp_path), "--fold", "1", "-q"]) == 0
+    assert (tmp_path / "loss.dot").read_text() == gradexport.to_dot(folded)
