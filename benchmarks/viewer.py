@@ -48,6 +48,7 @@ from gradexport.graph import gc_paused
 from .generators import deep_chain
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS_PLOT = ROOT / "docs" / "performance-viewer.png"
 RESULTS = Path(__file__).parent / "results"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -201,7 +202,13 @@ def million_chain(browser: Browser, folder: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--million", action="store_true", help="also open a 10^6-node chain (minutes, several GB)")
+    parser.add_argument("--report-only", action="store_true", help="redraw viewer.md, the plot and its docs copy from viewer.json")
     args = parser.parse_args(argv)
+    if args.report_only:
+        results = json.loads((RESULTS / "viewer.json").read_text())
+        (RESULTS / "viewer.md").write_text(report(results))
+        plot(results)
+        return
     # Freeing a graph of 10^5 nodes in a row recurses deep in torch: let the main stack grow (see the field notes).
     soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
     resource.setrlimit(resource.RLIMIT_STACK, (hard, hard))
@@ -242,7 +249,41 @@ def main(argv: list[str] | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "viewer.json").write_text(json.dumps(results, indent=1) + "\n")
     (RESULTS / "viewer.md").write_text(report(results))
+    plot(results)
     print(report(results))
+
+
+def plot(results: dict[str, Any]) -> None:
+    """``viewer.png`` in the results and its copy for the docs' performance page: loss to picture, and first render."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, (tools, pages) = pyplot.subplots(1, 2, figsize=(11, 4.2), dpi=110, constrained_layout=True)
+    labels = [f"{row['graph']}\n{row['nodes']:,} nodes" for row in results["tools"]]
+    width = 0.27
+    for offset, (key, name) in enumerate((("torchviz_s", "torchviz + dot -Tsvg"), ("to_svg_s", "gradexport.to_svg"), ("viewer_s", "viewer"))):
+        positions = [index + (offset - 1) * width for index in range(len(labels))]
+        tools.bar(positions, [row[key] for row in results["tools"]], width, label=name)
+    tools.set_xticks(range(len(labels)), labels, fontsize=11)
+    tools.set_ylabel("seconds, loss to picture", fontsize=11)
+    tools.legend(fontsize=11)
+    tools.set_title("From the loss tensor to a picture", fontsize=12)
+    nodes = [row["nodes"] for row in results["pages"]]
+    pages.loglog(nodes, [row["first_render_s"] for row in results["pages"]], "o-", label="first render")
+    pages.loglog(nodes, [row["write_s"] for row in results["pages"]], "s--", label="write the page")
+    for row in results["pages"]:
+        pages.annotate(f"{row['visible_at_open']} shown", (row["nodes"], row["first_render_s"]), fontsize=10, xytext=(4, 6), textcoords="offset points")
+    pages.set_xlabel("nodes in the graph", fontsize=11)
+    pages.set_ylabel("seconds", fontsize=11)
+    pages.legend(fontsize=11)
+    pages.set_title("Viewer pages by graph size", fontsize=12)
+    for axes in (tools, pages):
+        axes.tick_params(labelsize=10)
+    figure.savefig(RESULTS / "viewer.png")
+    figure.savefig(DOCS_PLOT)
+    pyplot.close(figure)
 
 
 def report(results: dict[str, Any]) -> str:

@@ -231,3 +231,11 @@ def test_fold_modules_folds_by_name_in_every_entry_point(tmp_path, monkeypatch, 
     )
     assert main([f"{user}:loss", "-f", "dot", "-o", str(tmp_path), "--fold", "1", "-q"]) == 0
     assert (tmp_path / "loss.dot").read_text() == gradexport.to_dot(folded)
+
+
+def test_formats_that_are_not_names_are_a_clear_error(blog, tmp_path):
+    roots, params = blog
+    with pytest.raises(TypeError, match="formats must be format names or one comma-separated string, got NoneType"):
+        gradexport.write(roots, tmp_path, formats=None, params=params)
+    with pytest.raises(ValueError, match="unknown format.*png.*choose from dot, svg, mermaid, json, html, model-explorer"):
+        gradexport.write(roots, tmp_path, "png", params=params)
