@@ -259,6 +259,39 @@ def test_saved_bytes_line_and_bar(open_page, tmp_path):
     screenshot(opened, "saved-bytes")
 
 
+@pytest.mark.parametrize("name", ["nonfinite", "added", "removed"])
+def test_every_node_looks_as_the_dot_writer_draws_it(marked_pages, open_page, tmp_path, name):
+    graph = marked_pages[name][1]
+    options = DiagramOptions(exec_order=name == "nonfinite")
+    write_html(graph, tmp_path / "page.html", options)
+    opened = open_page(tmp_path / "page.html")
+    opened.call("window.gradexportViewer.expandAll()")
+    drawn = opened.call(
+        """() => Object.fromEntries([...document.querySelectorAll('.gx-node')].map(g => {
+        const shape = g.querySelector('.gx-shape');
+        return [g.dataset.id, [g.querySelector('text').textContent, shape.getAttribute('fill'), shape.getAttribute('stroke')]]; }))"""
+    )
+    dot = gradexport.to_pydot(graph, exec_order=options.exec_order)
+    defaults = next(node for node in dot.get_node_list() if node.get_name() == "node").get_attributes()
+    seen = 0
+    for node in _dot_nodes(dot):
+        node_id = node.get_name().strip('"')
+        if node_id not in graph:
+            continue
+        attributes = {**defaults, **node.get_attributes()}
+        first = attributes["label"].strip('"').split("\\n")[0]
+        assert drawn[node_id] == [first, attributes["fillcolor"].strip('"'), attributes["color"].strip('"')], node_id
+        seen += 1
+    assert seen == graph.number_of_nodes()
+
+
+def _dot_nodes(graph: Any) -> list[Any]:
+    nodes = list(graph.get_node_list())
+    for subgraph in graph.get_subgraph_list():
+        nodes += _dot_nodes(subgraph)
+    return nodes
+
+
 def _rgb(color: str) -> str:
     """A #rrggbb colour as Chromium reports a style's colour."""
     red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))

@@ -10,6 +10,12 @@ one node. A click expands a fold in place; layout runs in a Web Worker, only
 on what is visible. See ``docs/guides/viewer.md`` for the page and its script
 API (``window.gradexportViewer``).
 
+Marks look as in the other formats (see ``docs/guides/viewer.md``): the
+node where a non-finite gradient started (graph attribute ``nonfinite``,
+the page opens with it shown and selected), a diff's added, removed and
+changed nodes and edges (graph attribute ``diff``), each with a legend; a
+folded group that holds a marked node is outlined in the mark's colour.
+
 Edges are labelled ``i→k`` as in the other formats: position ``i`` of the
 parent's ``next_functions``, input slot ``k`` of the child.
 
