@@ -149,6 +149,42 @@ def test_a_folded_group_shows_the_origin_inside(marked_pages, open_page):
     screenshot(opened, "nonfinite-folded")
 
 
+class TwoHeads(nn.Module):
+    """Two branches that each take the square root of zeros: two origins in one pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(BLOCKS)])
+        self.left = nn.Sequential(nn.Linear(4, 4), Sqrt())
+        self.right = nn.Sequential(nn.Linear(4, 4), Sqrt())
+        with torch.no_grad():
+            for head in (self.left, self.right):
+                head[0].weight.zero_()
+                head[0].bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.trunk(x)
+        return self.left(x) + self.right(x) * 2
+
+
+def test_several_origins_all_show_and_the_first_is_selected(open_page, tmp_path):
+    torch.manual_seed(0)
+    model = TwoHeads()
+    with gradexport.capture_modules():
+        out = model(torch.randn(2, 4)).sum()
+    report = gradexport.find_nonfinite(out, module=model)
+    assert report is not None
+    origins = [origin.node for origin in report.origins]
+    assert {report.graph.nodes[node]["module"] for node in origins} == {"left.1", "right.1"}
+    write_html(report.graph, tmp_path / "two.html")
+    opened = open_page(tmp_path / "two.html")
+    nodes = opened.call(NODES_JS)
+    assert all(nodes[node]["mark"] == "nonfinite" for node in origins)
+    assert [node for node in origins if "gx-selected" in nodes[node]["cls"]] == origins[:1]
+    assert any(item.startswith("module:trunk") and nodes[item]["mark"] is None for item in nodes)
+    screenshot(opened, "nonfinite-two")
+
+
 @pytest.mark.parametrize("name", ["added", "removed"])
 def test_a_diff_marks_nodes_and_edges_with_a_legend(marked_pages, open_page, name):
     path, graph = marked_pages[name]

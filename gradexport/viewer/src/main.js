@@ -15,6 +15,8 @@ const OPEN_BUDGET = 150;
 /** The bar under a node that shows its saved bytes (option saved_bytes). */
 const BAR = 4;
 const BAR_COLOR = "#5e35b1";
+/** The page opens with at most this many non-finite origins revealed (the folded groups show the others). */
+const REVEAL_ORIGINS = 8;
 
 function el(tag, attributes = {}, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -352,11 +354,14 @@ class Viewer {
     return parts.join(" · ");
   }
 
-  /** Open the groups around each node where a non-finite gradient started (graph attribute nonfinite), so they show at once. */
+  /**
+   * Open the groups around the nodes where a non-finite gradient started (graph attribute nonfinite, in the
+   * order the engine ran them), so they show at once: the first REVEAL_ORIGINS of them, to keep the page small.
+   */
   revealOrigins() {
     const origins = this.graph.data.graph && this.graph.data.graph.nonfinite;
     if (!Array.isArray(origins)) return;
-    for (const id of origins) {
+    for (const id of origins.slice(0, REVEAL_ORIGINS)) {
       const item = this.folds.item(String(id));
       if (item !== undefined) this.folds.reveal(item);
     }
