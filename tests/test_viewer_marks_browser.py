@@ -97,7 +97,7 @@ def marked_pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Pa
     return made
 
 
-def test_the_nonfinite_origin_shows_on_first_render_inside_its_module(marked_pages, open_page):
+def test_the_nonfinite_origin_shows_on_first_render_inside_its_module(marked_pages, open_page):  # noqa: F811
     path, graph = marked_pages["nonfinite"]
     [origin] = graph.graph["nonfinite"]
     # What torch says: the square root, in the module that takes it.
@@ -134,7 +134,7 @@ def test_the_nonfinite_origin_shows_on_first_render_inside_its_module(marked_pag
     assert "path" in marks and sorted(edge["mark"] for edge in edges if edge["mark"]) == marks
 
 
-def test_a_folded_group_shows_the_origin_inside(marked_pages, open_page):
+def test_a_folded_group_shows_the_origin_inside(marked_pages, open_page):  # noqa: F811
     path, graph = marked_pages["nonfinite"]
     [origin] = graph.graph["nonfinite"]
     opened = open_page(path)
@@ -167,7 +167,7 @@ class TwoHeads(nn.Module):
         return self.left(x) + self.right(x) * 2
 
 
-def test_several_origins_all_show_and_the_first_is_selected(open_page, tmp_path):
+def test_several_origins_all_show_and_the_first_is_selected(open_page, tmp_path):  # noqa: F811
     torch.manual_seed(0)
     model = TwoHeads()
     with gradexport.capture_modules():
@@ -186,7 +186,7 @@ def test_several_origins_all_show_and_the_first_is_selected(open_page, tmp_path)
 
 
 @pytest.mark.parametrize("name", ["added", "removed"])
-def test_a_diff_marks_nodes_and_edges_with_a_legend(marked_pages, open_page, name):
+def test_a_diff_marks_nodes_and_edges_with_a_legend(marked_pages, open_page, name):  # noqa: F811
     path, graph = marked_pages[name]
     opened = open_page(path)
     opened.call("window.gradexportViewer.expandAll()")
@@ -220,8 +220,8 @@ def test_a_diff_marks_nodes_and_edges_with_a_legend(marked_pages, open_page, nam
     screenshot(opened, f"diff-{name}")
 
 
-def test_no_mark_legend_without_marks(marked_pages, open_page):
-    path, graph = marked_pages["grown"]
+def test_no_mark_legend_without_marks(marked_pages, open_page):  # noqa: F811
+    path, _ = marked_pages["grown"]
     opened = open_page(path)
     legend = dict(opened.call(LEGEND_JS))
     assert not any(key in legend for key in (*DIFF_MARKS, "nonfinite", "edge"))
@@ -230,8 +230,8 @@ def test_no_mark_legend_without_marks(marked_pages, open_page):
 
 @pytest.mark.parametrize("name", ["nonfinite", "added"])
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_marks_and_legend_contrast(marked_pages, open_page, name, theme):
-    path, graph = marked_pages[name]
+def test_marks_and_legend_contrast(marked_pages, open_page, name, theme):  # noqa: F811
+    path, _ = marked_pages[name]
     opened = open_page(path)
     opened.call("name => window.gradexportViewer.theme(name)", theme)
     ratios = opened.call(CONTRAST_JS)
@@ -241,7 +241,7 @@ def test_marks_and_legend_contrast(marked_pages, open_page, name, theme):
     screenshot(opened, f"{name}-{theme}")
 
 
-def test_exec_order_numbers_the_nodes(open_page, tmp_path):
+def test_exec_order_numbers_the_nodes(open_page, tmp_path):  # noqa: F811
     torch.manual_seed(0)
     x = torch.randn(3, requires_grad=True)
     w = torch.randn(3, requires_grad=True)
@@ -268,7 +268,7 @@ def test_exec_order_numbers_the_nodes(open_page, tmp_path):
     screenshot(opened, "exec-order")
 
 
-def test_saved_bytes_line_and_bar(open_page, tmp_path):
+def test_saved_bytes_line_and_bar(open_page, tmp_path):  # noqa: F811
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
     with gradexport.capture_modules():
@@ -296,7 +296,7 @@ def test_saved_bytes_line_and_bar(open_page, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["nonfinite", "added", "removed"])
-def test_every_node_looks_as_the_dot_writer_draws_it(marked_pages, open_page, tmp_path, name):
+def test_every_node_looks_as_the_dot_writer_draws_it(marked_pages, open_page, tmp_path, name):  # noqa: F811
     graph = marked_pages[name][1]
     options = DiagramOptions(exec_order=name == "nonfinite")
     write_html(graph, tmp_path / "page.html", options)
