@@ -10,6 +10,12 @@ one node. A click expands a fold in place; layout runs in a Web Worker, only
 on what is visible. See ``docs/guides/viewer.md`` for the page and its script
 API (``window.gradexportViewer``).
 
+Marks look as in the other formats (see ``docs/guides/viewer.md``): the
+node where a non-finite gradient started (graph attribute ``nonfinite``,
+the page opens with it shown and selected), a diff's added, removed and
+changed nodes and edges (graph attribute ``diff``), each with a legend; a
+folded group that holds a marked node is outlined in the mark's colour.
+
 Edges are labelled ``i→k`` as in the other formats: position ``i`` of the
 parent's ``next_functions``, input slot ``k`` of the child.
 
@@ -44,13 +50,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import IO, Any
 
-from ..simplify import GraphTooLargeError
-from .files import atomic_open
 from ..options import DiagramOptions
+from ..simplify import GraphTooLargeError
 from .diagram import drawn_none_slots
-from .labels import element_id
-from .styles import GRAD_BAD_COLOR, GRAD_COLORS, NODE_STYLES
+from .files import atomic_open
+from .labels import DIFF_MARKS, element_id, node_lines
 from .source import GraphSource, adjacency, graph_attributes
+from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
 
 __all__ = [
     "MAX_VIEWER_EDGES",
@@ -78,6 +84,9 @@ _BATCH = 1024
 # has them only inside strings, where \\u escapes mean the same.
 _SCRIPT_UNSAFE = re.compile("[<>&]")
 _MODEL_ID = re.compile("n[0-9]+").fullmatch
+
+#: The words of each node mark, as every other format writes them in a label's first line.
+_MARK_WORDS = {"nonfinite": node_lines({"nonfinite": "origin"}, False, False)[0], **DIFF_MARKS}
 
 
 class ViewerTooLargeError(GraphTooLargeError):
@@ -115,7 +124,10 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
     ``direction`` sets where the loss is, ``show_none`` adds or hides None
     slots, ``edge_shapes`` adds the gradient's shape to edge labels,
     ``grad_norms`` colours edges by their ``grad`` record, and
-    ``group_modules=False`` ignores modules (folding by structure only).
+    ``group_modules=False`` ignores modules (folding by structure only),
+    ``exec_order`` numbers nodes ``#k`` by their ``exec_order`` and
+    ``saved_bytes`` adds a line ``saved 1.0 KiB`` and a bar for the bytes a node
+    saved. Marks (``nonfinite``, ``diff``) are always drawn, as in the other formats.
     ``show_saved`` has no effect: the side panel always shows what a node saved.
     """
     options = options or DiagramOptions()
@@ -274,8 +286,12 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
             "edge_shapes": options.edge_shapes,
             "grad_norms": options.grad_norms,
             "group_modules": options.group_modules,
+            "exec_order": options.exec_order,
+            "saved_bytes": options.saved_bytes,
         },
-        "styles": {name: style._asdict() for name, style in NODE_STYLES.items()},
+        "styles": {name: style._asdict() for name, style in STYLES.items()},
+        "mark_colors": MARK_COLORS,
+        "mark_words": _MARK_WORDS,
         "grad_colors": list(GRAD_COLORS),
         "grad_bad_color": GRAD_BAD_COLOR,
         "graph": attributes_of_graph,

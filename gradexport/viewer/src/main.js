@@ -3,7 +3,7 @@
 // through textContent or an attribute, never through markup.
 import css from "./viewer.css";
 import workerSource from "worker-source";
-import { Folds, Graph, GradScale, nodeTitle, pathMarks, search, visibleEdges } from "./model.js";
+import { Folds, Graph, GradScale, MARKS, edgeMark, nodeMark, nodeTitle, pathMarks, search, visibleEdges } from "./model.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const FONT = "12px Helvetica, Arial, sans-serif";
@@ -12,6 +12,11 @@ const PAD_X = 10;
 const PAD_Y = 6;
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
+/** The bar under a node that shows its saved bytes (option saved_bytes). */
+const BAR = 4;
+const BAR_COLOR = "#5e35b1";
+/** The page opens with at most this many non-finite origins revealed (the folded groups show the others). */
+const REVEAL_ORIGINS = 8;
 
 function el(tag, attributes = {}, text) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -42,7 +47,37 @@ function printable(text) {
   });
 }
 
-function nodeLines(attributes) {
+// As gradexport.formats.labels.byte_text.
+function byteText(count) {
+  let size = Number(count);
+  for (const unit of ["B", "KiB", "MiB", "GiB"]) {
+    if (size < 1024 || unit === "GiB") return unit === "B" ? `${Math.trunc(size)} B` : `${size.toFixed(1)} ${unit}`;
+    size /= 1024;
+  }
+}
+
+// As gradexport.formats.labels.node_lines: the marks line ("#k", the mark's words), the node's own lines,
+// then its saved bytes.
+function nodeLines(attributes, options, words) {
+  const marks = [];
+  if (options.exec_order && attributes.exec_order !== undefined) marks.push(`#${attributes.exec_order}`);
+  if (attributes.nonfinite === "origin") marks.push(words.nonfinite);
+  const diff = attributes.diff;
+  if (diff === "added" || diff === "removed") marks.push(words[diff]);
+  if (diff === "changed") {
+    const changes = attributes.changes && typeof attributes.changes === "object" ? Object.keys(attributes.changes) : [];
+    marks.push(changes.length ? `${words.changed}: ${changes.join(", ")}` : words.changed);
+  }
+  const lines = marks.length ? [printable(marks.join(" "))] : [];
+  lines.push(...kindLines(attributes));
+  if (options.saved_bytes && attributes.saved_bytes !== undefined) {
+    const shared = attributes.saved_bytes_shared || 0;
+    lines.push(`saved ${byteText(attributes.saved_bytes)}` + (shared ? ` (+${byteText(shared)} shared)` : ""));
+  }
+  return lines;
+}
+
+function kindLines(attributes) {
   const kind = attributes.kind;
   if (kind === "none") return ["None"];
   if (kind === "module") return [attributes.module || "(model)", `module of ${attributes.num_nodes ?? "?"} nodes`];
@@ -59,6 +94,8 @@ function nodeLines(attributes) {
 }
 
 function nodeClass(attributes) {
+  const mark = nodeMark(attributes.nonfinite, attributes.diff);
+  if (mark) return mark;
   const kind = attributes.kind ?? "backward";
   if (kind === "backward" && attributes.special) return "special";
   return ["root", "backward", "leaf", "none", "module"].includes(kind) ? kind : "backward";
@@ -77,6 +114,10 @@ class Viewer {
     this.graph = new Graph(data);
     this.folds = new Folds(this.graph, this.options.group_modules !== false);
     this.folds.openWithin(OPEN_BUDGET);
+    this.revealOrigins();
+    this.words = data.mark_words || {};
+    this.markColors = data.mark_colors || {};
+    this.saved = this.options.saved_bytes ? this.folds.sums((i) => Number(this.graph.field(i, "saved_bytes")) || 0) : null;
     this.scale = this.options.grad_norms === false ? null : new GradScale(this.graph, data.grad_colors, data.grad_bad_color);
     if (this.scale && !this.scale.any) this.scale = null;
     this.selected = null;
@@ -91,7 +132,7 @@ class Viewer {
     this.measure.font = FONT;
     this.build();
     this.startWorker();
-    this.ready = this.refresh();
+    this.ready = this.refresh().then((visible) => this.showOrigin(visible));
   }
 
   // ---- DOM -------------------------------------------------------------------------
@@ -288,15 +329,70 @@ class Viewer {
       const group = folds.group(item);
       const lines = [...group.label];
       if (group.kind === "module") lines.push(group.size === 1 ? "1 node" : `${group.size} nodes`);
-      return { cls: group.kind === "module" ? "module" : "fold", lines: lines.map(printable), group };
+      const inside = this.marksInside(group);
+      if (inside) lines.push(inside);
+      const bytes = this.saved ? this.saved[item - this.graph.n] : undefined;
+      if (bytes !== undefined) lines.push(`saved ${byteText(bytes)}`);
+      return { cls: group.kind === "module" ? "module" : "fold", lines: lines.map(printable), group, mark: groupMark(group), bytes };
     }
     const attributes = this.graph.attributes(item);
-    return { cls: nodeClass(attributes), lines: nodeLines(attributes) };
+    const cls = nodeClass(attributes);
+    const bytes = this.saved && typeof attributes.saved_bytes === "number" ? attributes.saved_bytes : undefined;
+    return { cls, lines: nodeLines(attributes, this.options, this.words), mark: MARKS.includes(cls) ? cls : null, bytes };
+  }
+
+  /** The line a folded group shows for the marked nodes inside it: "non-finite gradient starts inside", "+2 added · −1 removed". */
+  marksInside(group) {
+    const marks = group.marks;
+    if (!marks) return null;
+    const parts = [];
+    if (marks.nonfinite) parts.push(`${this.words.nonfinite.replace(/ here$/, "")} inside`);
+    for (const mark of ["added", "removed", "changed"]) {
+      const words = this.words[mark];
+      if (marks[mark]) parts.push(`${words[0]}${marks[mark]} ${words.slice(2)}`);
+    }
+    return parts.join(" · ");
+  }
+
+  /**
+   * Open the groups around the nodes where a non-finite gradient started (graph attribute nonfinite, in the
+   * order the engine ran them), so they show at once: the first REVEAL_ORIGINS of them, to keep the page small.
+   */
+  revealOrigins() {
+    const origins = this.graph.data.graph && this.graph.data.graph.nonfinite;
+    if (!Array.isArray(origins)) return;
+    for (const id of origins.slice(0, REVEAL_ORIGINS)) {
+      const item = this.folds.item(String(id));
+      if (item !== undefined) this.folds.reveal(item);
+    }
+  }
+
+  /** On first render, select the first node where a non-finite gradient started and bring it to the middle. */
+  showOrigin(visible) {
+    const origins = this.graph.data.graph && this.graph.data.graph.nonfinite;
+    const item = Array.isArray(origins) && origins.length ? this.folds.item(String(origins[0])) : undefined;
+    if (item === undefined || this.folds.isGroup(item)) return visible;
+    this.selectItem(item);
+    this.centerOn(this.current.rep[item]);
+    return visible;
+  }
+
+  /** The mark of a visible edge: the strongest mark among the graph's edges it stands for, and the sign to write. */
+  edgeLook(edge) {
+    if (!this.graph.marked) return null;
+    const found = new Set(edge.edges.map((e) => edgeMark(this.graph.edgeAttributes(e))).filter(Boolean));
+    if (!found.size) return null;
+    const mark = ["origin", "path", "removed", "added", "changed"].find((m) => found.has(m));
+    const diffs = [...found].filter((m) => this.words[m]);
+    const sign = diffs.length === 1 ? this.words[diffs[0]][0] : diffs.length ? "±" : "";
+    return { mark, color: this.markColors[mark], sign };
   }
 
   edgeLines(edge) {
     let first = `${edge.next}→${edge.input}`;
     if (edge.count > 1) first += ` ×${edge.count}`;
+    edge.mark = this.edgeLook(edge);
+    if (edge.mark && edge.mark.sign) first += ` ${edge.mark.sign}`;
     const lines = [first];
     if (edge.edges.length === 1) {
       const attributes = this.graph.edgeAttributes(edge.edges[0]);
@@ -317,9 +413,10 @@ class Viewer {
     const edges = visibleEdges(this.graph, rep);
     this.current = { items, boxes, box, rep, edges };
     const looks = new Map(items.map((item) => [item, this.itemLook(item)]));
+    const bar = this.saved ? BAR + 2 : 0;
     const size = (lines) => ({
       w: Math.ceil(Math.max(24, ...lines.map((line) => this.textWidth(line))) + 2 * PAD_X),
-      h: lines.length * LINE + 2 * PAD_Y,
+      h: lines.length * LINE + 2 * PAD_Y + bar,
     });
     const boxId = (b) => (b < 0 ? null : "b" + b);
     const request = {
@@ -383,7 +480,13 @@ class Viewer {
       const p = result.boxes["b" + b];
       if (!p) continue;
       const g = el("svg:g", { class: `gx-box gx-box-${this.folds.group(b).kind}`, "data-id": this.folds.itemId(b) });
-      g.appendChild(el("svg:rect", { class: "bg", x: p.x - p.w / 2, y: p.y - p.h / 2, width: p.w, height: p.h, rx: 6 }));
+      const frame = el("svg:rect", { class: "bg", x: p.x - p.w / 2, y: p.y - p.h / 2, width: p.w, height: p.h, rx: 6 });
+      const mark = groupMark(this.folds.group(b));
+      if (mark) {
+        frame.style.stroke = this.styles[mark].stroke;
+        g.dataset.mark = mark;
+      }
+      g.appendChild(frame);
       const title = el("svg:g", { class: "gx-box-title", "data-box": b });
       const text = this.boxTitle(b);
       const tw = this.textWidth(text) + 8;
@@ -400,12 +503,13 @@ class Viewer {
       const g = el("svg:g", { class: "gx-edge", "data-edge": j });
       const d = "M" + p.points.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" L");
       const path = el("svg:path", { d, class: "gx-edge-line", "marker-end": "url(#gx-arrow)" });
-      const look = this.scale ? this.scale.style(this.graph, edge) : null;
+      const look = (this.scale ? this.scale.style(this.graph, edge) : null) || (edge.mark && { color: edge.mark.color, width: 2 });
       if (look) {
         path.style.stroke = look.color;
         path.style.strokeWidth = String(look.width);
         if (look.bad) g.classList.add("gx-bad");
       }
+      if (edge.mark) g.dataset.mark = edge.mark.mark;
       g.appendChild(path);
       const label = el("svg:g", { class: "gx-edge-label" });
       const w = Math.max(...edge.lines.map((l) => this.textWidth(l))) + 6;
@@ -418,6 +522,8 @@ class Viewer {
       edgeLayer.appendChild(g);
       edge.element = g;
     });
+    let most = 0;
+    for (const item of items) most = Math.max(most, looks.get(item).bytes || 0);
     for (const item of items) {
       const p = result.nodes["i" + item];
       const look = looks.get(item);
@@ -430,7 +536,20 @@ class Viewer {
       }
       const shape = el("svg:path", { class: "bg gx-shape", d: shapePath(style.shape, x0, y0, p.w, p.h), fill: style.fill, stroke: style.stroke });
       if (style.dashed || look.cls === "fold") shape.setAttribute("stroke-dasharray", "4 3");
+      if (look.mark) {
+        // A marked node, or a folded group holding one: the outline in the mark's colour.
+        shape.setAttribute("stroke", this.styles[look.mark].stroke);
+        g.classList.add("gx-marked");
+        g.dataset.mark = look.mark;
+      }
       g.appendChild(shape);
+      if (this.saved && look.bytes !== undefined) {
+        const width = p.w - 2 * PAD_X;
+        const fraction = most > 0 ? (look.bytes || 0) / most : 0;
+        const y = y0 + p.h - PAD_Y - BAR;
+        g.appendChild(el("svg:rect", { class: "gx-saved-track", x: x0 + PAD_X, y, width, height: BAR }));
+        g.appendChild(el("svg:rect", { class: "gx-saved-bar", x: x0 + PAD_X, y, width: width * fraction, height: BAR, fill: BAR_COLOR, "data-fraction": fraction }));
+      }
       look.lines.forEach((line, k) => {
         g.appendChild(el("svg:text", { x: p.x, y: y0 + PAD_Y + LINE * (k + 1) - 4, "text-anchor": "middle", fill: style.text }, line));
       });
@@ -690,6 +809,23 @@ class Viewer {
       row.append(swatch, document.createTextNode(name));
       legend.appendChild(row);
     }
+    const graphAttributes = this.data.graph || {};
+    if ("nonfinite" in graphAttributes) {
+      legend.appendChild(el("div", { class: "gx-legend-title" }, "non-finite gradient (find_nonfinite)"));
+      this.legendRow("nonfinite", this.words.nonfinite);
+      this.legendRow(null, "its path to the parameters", this.markColors.path);
+    }
+    if ("diff" in graphAttributes) {
+      legend.appendChild(el("div", { class: "gx-legend-title" }, "diff: nodes and edges (+ − ~ after i→k)"));
+      for (const mark of ["added", "removed", "changed"]) this.legendRow(mark, this.words[mark], this.markColors[mark]);
+    }
+    if (this.saved) {
+      const row = el("div", { class: "gx-legend-row", "data-legend": "saved_bytes" });
+      const bar = el("span", { class: "gx-line-swatch" });
+      bar.style.background = BAR_COLOR;
+      row.append(bar, document.createTextNode("saved bytes (the largest shown: a full bar)"));
+      legend.appendChild(row);
+    }
     if (!this.scale) return;
     legend.appendChild(el("div", { class: "gx-legend-title" }, "‖gradient‖ on the edge (log scale)"));
     const ramp = el("div", { class: "gx-ramp" });
@@ -705,6 +841,26 @@ class Viewer {
     swatch.style.background = this.scale.bad;
     bad.append(swatch, document.createTextNode("NaN or infinite"));
     legend.appendChild(bad);
+  }
+
+  /** A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`. */
+  legendRow(cls, text, color) {
+    const row = el("div", { class: "gx-legend-row", "data-legend": cls || "edge" });
+    if (cls) {
+      const style = this.styles[cls];
+      const swatch = el("span", { class: "gx-swatch" });
+      swatch.style.background = style.fill;
+      swatch.style.borderColor = style.stroke;
+      if (style.dashed) swatch.style.borderStyle = "dashed";
+      row.appendChild(swatch);
+    }
+    if (color) {
+      const line = el("span", { class: "gx-line-swatch" });
+      line.style.background = color;
+      row.appendChild(line);
+    }
+    row.appendChild(document.createTextNode(text));
+    this.legend.appendChild(row);
   }
 
   api() {
@@ -728,6 +884,16 @@ class Viewer {
       layoutRequest: () => this.lastRequest,
     };
   }
+}
+
+/** The outline a group (folded, or the box of an opened one) takes for the marks inside: non-finite first, else a diff's. */
+function groupMark(group) {
+  const marks = group.marks;
+  if (!marks) return null;
+  if (marks.nonfinite) return "nonfinite";
+  const diffs = ["removed", "added", "changed"].filter((mark) => marks[mark]);
+  // A group that holds added and removed nodes has changed.
+  return diffs.length === 1 ? diffs[0] : diffs.length ? "changed" : null;
 }
 
 function table(record) {

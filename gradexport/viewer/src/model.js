@@ -25,6 +25,9 @@ export class Graph {
     this.records = data.nodes;
     this.n = this.records.length;
     this.ids = data.ids || null;
+    // As gradexport.formats.source.Source.marked: a diff's or a non-finite report's graph.
+    const attributes = data.graph || {};
+    this.marked = "diff" in attributes || "nonfinite" in attributes;
     this.index = new Map();
     for (let i = 0; i < this.n; i++) this.index.set(this.id(i), i);
     const flat = data.edges;
@@ -162,6 +165,7 @@ export class Folds {
     for (let i = 0; i < n; i++) if (this.parent[i] < 0) this.attach(i, home[i]);
     for (const group of [...moduleGroups.values(), top]) this.split(group);
     this.count();
+    this.countMarks();
     this.expanded = new Set([top]);
   }
 
@@ -289,19 +293,53 @@ export class Folds {
   }
 
   count() {
+    const sizes = this.sums(() => 1);
+    this.groups.forEach((group, g) => (group.size = sizes[g]));
+  }
+
+  /** Per group (by position in this.groups), the sum of valueOf(node) over the model nodes inside it. */
+  sums(valueOf) {
     const n = this.graph.n;
-    for (let i = 0; i < n; i++) this.group(this.parent[i]).size++;
-    // Post-order over the tree: a group's size is known before its parent adds it.
-    const order = [];
-    const stack = [n];
-    while (stack.length) {
-      const group = stack.pop();
-      order.push(group);
-      for (const child of this.group(group).children) if (this.isGroup(child)) stack.push(child);
+    if (!this.postOrder) {
+      // Post-order over the tree: a group's total is known before its parent adds it.
+      const order = [];
+      const stack = [n];
+      while (stack.length) {
+        const group = stack.pop();
+        order.push(group);
+        for (const child of this.group(group).children) if (this.isGroup(child)) stack.push(child);
+      }
+      this.postOrder = order.reverse();
     }
-    for (let k = order.length - 1; k > 0; k--) {
-      const group = this.group(order[k]);
-      this.group(group.parent).size += group.size;
+    const totals = new Float64Array(this.groups.length);
+    for (let i = 0; i < n; i++) {
+      const value = valueOf(i);
+      if (value) totals[this.parent[i] - n] += value;
+    }
+    for (const group of this.postOrder) if (group > n) totals[this.group(group).parent - n] += totals[group - n];
+    return totals;
+  }
+
+  /**
+   * Each group's marked nodes (see nodeMark), counted per mark as {mark: count}, or null when
+   * it holds none: what a folded group shows so that a mark inside it is seen without opening it.
+   */
+  countMarks() {
+    const graph = this.graph;
+    for (const group of this.groups) group.marks = null;
+    if (!graph.marked) return;
+    const marks = new Array(graph.n);
+    let any = false;
+    for (let i = 0; i < graph.n; i++) {
+      marks[i] = nodeMark(graph.field(i, "nonfinite"), graph.field(i, "diff"));
+      any = any || marks[i] !== null;
+    }
+    if (!any) return;
+    for (const mark of MARKS) {
+      const totals = this.sums((i) => marks[i] === mark);
+      this.groups.forEach((group, g) => {
+        if (totals[g]) (group.marks ??= {})[mark] = totals[g];
+      });
     }
   }
 
@@ -377,6 +415,22 @@ export class Folds {
     for (let p = this.parentOf(item); p > this.graph.n; p = this.group(p).parent) out.push(p);
     return out.reverse();
   }
+}
+
+/** The marks a node can carry, strongest first: where a non-finite gradient started, then a diff's states. */
+export const MARKS = ["nonfinite", "removed", "added", "changed"];
+
+/** A node's mark, as gradexport.formats.labels.node_class picks it, or null. */
+export function nodeMark(nonfinite, diff) {
+  if (nonfinite === "origin") return "nonfinite";
+  return diff === "added" || diff === "removed" || diff === "changed" ? diff : null;
+}
+
+/** An edge's mark: its diff state (not "same"), else its non-finite mark ("origin" or "path"), or null. */
+export function edgeMark(attributes) {
+  const diff = attributes.diff;
+  if (diff === "added" || diff === "removed" || diff === "changed") return diff;
+  return attributes.nonfinite === "origin" || attributes.nonfinite === "path" ? attributes.nonfinite : null;
 }
 
 export function nodeTitle(graph, i) {
