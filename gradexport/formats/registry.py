@@ -40,7 +40,7 @@ from typing import IO
 
 import networkx as nx
 
-from ..options import ExportOptions
+from ..options import DiagramOptions, ExportOptions
 from . import dot, html, json, mermaid, model_explorer, svg
 from .source import Source
 
@@ -161,13 +161,23 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
     return text
 
 
+def _drawn(draw: Callable[[Source, DiagramOptions], str]) -> Callable[[Source, ExportOptions], str]:
+    """A writer's ``to_*(source, diagram_options)`` as a format's ``text``."""
+    return lambda source, options: draw(source, options.diagram)
+
+
+def _drawn_to(write: Callable[[Source, IO[str], DiagramOptions], None]) -> Callable[[Source, IO[str], ExportOptions], None]:
+    """A writer's ``write_*(source, file, diagram_options)`` as a format's ``write``."""
+    return lambda source, file, options: write(source, file, options.diagram)
+
+
 register(
     Format(
         "dot",
         ".dot",
         "Graphviz DOT text",
-        text=lambda source, options: dot.to_dot(source, options.diagram),
-        write=lambda source, file, options: dot.write_dot(source, file, options.diagram),
+        text=_drawn(dot.to_dot),
+        write=_drawn_to(dot.write_dot),
     )
 )
 register(
@@ -199,14 +209,13 @@ register(
         diagram=False,
     )
 )
-
 register(
     Format(
         "html",
         ".html",
         "the interactive viewer: one self-contained page, opened folded, that lays out what is shown",
-        text=lambda source, options: html.to_html(source, options.diagram),
-        write=lambda source, file, options: html.write_html(source, file, options.diagram),
+        text=_drawn(html.to_html),
+        write=_drawn_to(html.write_html),
     )
 )
 register(
@@ -214,8 +223,8 @@ register(
         "model-explorer",
         model_explorer.EXTENSION,
         "the graph for Google's Model Explorer (pip install gradexport[explorer])",
-        text=lambda source, options: "".join(model_explorer.generate_model_explorer(source, options.diagram)),
-        write=lambda source, file, options: model_explorer.write_model_explorer(source, file, options.diagram),
+        text=_drawn(lambda source, diagram: "".join(model_explorer.generate_model_explorer(source, diagram))),
+        write=_drawn_to(model_explorer.write_model_explorer),
         diagram=False,
     )
 )
