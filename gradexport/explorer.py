@@ -54,6 +54,7 @@ from .options import DiagramOptions
 from .formats.model_explorer import (
     EXTENSION,
     _model_explorer,
+    _node_namespace,
     diff_panes,
     node_data_for,
     write_model_explorer,
@@ -249,7 +250,8 @@ def serve_model_explorer_diff(
     changed and added ones. Each pane offers the node data of its graph
     (:func:`~gradexport.formats.model_explorer.node_data_for`), the
     ``diff`` states showing: grey same, orange changed, green added, red
-    removed. A matched node has the same id in both panes, and with
+    removed; the layers that hold changes open (at most
+    :data:`OPEN_LAYERS` in each pane). A matched node has the same id in both panes, and with
     ``sync`` Model Explorer's navigation sync ("match node id") selects and
     reveals a node's counterpart in the other pane.
 
@@ -292,7 +294,7 @@ def serve_model_explorer_diff(
             with gc_paused():
                 write_model_explorer(pane, path, options, label=label, graph_id=graph_id)
             config.add_model_from_path(str(path))
-            config.panes.append(_pane_state(label, graph_id))
+            config.panes.append(_pane_state(label, graph_id, _changed_layers(pane)))
             for name, data in node_data_for(pane, graph_id=graph_id).items():
                 config.add_node_data(f"{name} ({label})", data, model_name=label)
     except BaseException:
@@ -301,10 +303,22 @@ def serve_model_explorer_diff(
     return _serve(model_explorer, config, folder, host, port, open_browser, block, visualize)
 
 
-def _pane_state(label: str, graph_id: str) -> dict[str, Any]:
+#: At most this many layers open in each pane of a diff (each is laid out when the page opens).
+OPEN_LAYERS = 32
+
+
+def _changed_layers(pane: nx.MultiDiGraph) -> list[str]:
+    """Model Explorer's ids of the deepest layers holding a changed, added or removed node (at most :data:`OPEN_LAYERS`)."""
+    namespaces = {_node_namespace(data) for _, data in pane.nodes(data=True) if data.get("diff", "same") != "same"}
+    namespaces.discard("")
+    deepest = sorted(name for name in namespaces if not any(other.startswith(name + "/") for other in namespaces))
+    return [f"{name}___group___" for name in deepest[:OPEN_LAYERS]]
+
+
+def _pane_state(label: str, graph_id: str, expanded: list[str]) -> dict[str, Any]:
     """One pane of Model Explorer's ``uiState`` (as its web app writes it into the page's address)."""
     return {
-        "deepestExpandedGroupNodeIds": [],
+        "deepestExpandedGroupNodeIds": expanded,
         "selectedNodeId": "",
         "selectedGraphId": graph_id,
         "selectedCollectionLabel": label,

@@ -101,9 +101,10 @@ def test_round_trip_every_node_and_edge(name: str, show_none: bool, tmp_path: Pa
             shape = ", ".join(map(str, data["shape"]))
             assert values.pop("tensor_shape") == f"{data['dtype']}[{shape}]"
         assert values == extra
+    model_class = graph.graph.get("module_classes", {}).get("")  # the model's class goes on the top level too
     assert me_graph.groupNodeAttributes[""] == {
         name: value if isinstance(value, str) else json.dumps(value, sort_keys=True) for name, value in graph.graph.items()
-    }
+    } | ({"class": model_class} if model_class is not None else {})
 
 
 def outgoing(me_graph: Any, source: str) -> list[tuple[int, str, int]]:
@@ -407,8 +408,8 @@ def test_diff_panes_are_each_graph_marked() -> None:
     assert [shrunk.nodes[n]["op"] for n, v in removed.items() if v == DIFF_VALUES["removed"]] == ["ExpBackward0"]
     same = {n for n, v in states_a.items() if v == DIFF_VALUES["same"]}
     assert same == {n for n, v in states_b.items() if v == DIFF_VALUES["same"]} and len(same) == 4  # ids shared
-    assert [item.style.backgroundColor for item in to_model_explorer(pane_b).graphs[0].nodes if item.label == "ExpBackward0"] == [
-        MARK_STYLES["added"].fill
-    ]
+    for pane, state in [(grown, "added"), (shrunk, "removed"), (pane_b, "changed")]:  # the other diagrams' colours
+        (exp,) = [item for item in to_model_explorer(pane).graphs[0].nodes if item.label == "ExpBackward0"]
+        assert (exp.style.backgroundColor, exp.style.borderColor) == (MARK_STYLES[state].fill, MARK_STYLES[state].stroke)
     with pytest.raises(ValueError, match="does not match"):
         diff_panes(merged, b, a)

@@ -692,18 +692,23 @@ _EDGE_MARKS = ("diff", "changes")
 def _pane(merged: nx.MultiDiGraph, side: nx.MultiDiGraph, id_key: str, other_only: str) -> nx.MultiDiGraph:
     import networkx as nx
 
+    mismatch = f"the diff does not match the graph given as {id_key[0]}: diff_panes takes diff(a, b), a, b"
     renamed = {data[id_key]: node for node, data in merged.nodes(data=True) if id_key in data}
     if set(renamed) != set(side.nodes):
-        raise ValueError(f"the diff does not match the graph given as {id_key[0]}: diff_panes takes diff(a, b), a, b")
+        raise ValueError(mismatch)
+    index = 0 if id_key == "a_id" else 1
     pane = nx.MultiDiGraph()
     for node, data in side.nodes(data=True):
         marks = merged.nodes[renamed[node]]
+        changes = marks.get("changes") or {}
+        if any(data.get(name) != (changes[name][index] if name in changes else marks.get(name)) for name in ("kind", "op")):
+            raise ValueError(mismatch)
         pane.add_node(renamed[node], **{**data, **{name: marks[name] for name in _NODE_MARKS if name in marks}})
     for source, target, key, data in side.edges(keys=True, data=True):
         edge = (renamed[source], renamed[target], key)
         marks = merged.edges[edge] if merged.has_edge(*edge) else {}
         if marks.get("diff") == other_only:
-            raise ValueError(f"the diff does not match the graph given as {id_key[0]}: diff_panes takes diff(a, b), a, b")
+            raise ValueError(mismatch)
         pane.add_edge(*edge, **{**data, **{name: marks[name] for name in _EDGE_MARKS if name in marks}})
     pane.graph.update(side.graph)
     if isinstance(side.graph.get("roots"), list):
