@@ -50,7 +50,6 @@ from urllib.parse import quote, unquote
 
 import networkx as nx
 
-from .options import DiagramOptions
 from .formats.model_explorer import (
     EXTENSION,
     _model_explorer,
@@ -61,6 +60,7 @@ from .formats.model_explorer import (
 )
 from .formats.source import GraphSource
 from .graph import gc_paused
+from .options import DiagramOptions
 
 __all__ = ["DIFF_GRAPH_IDS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
 

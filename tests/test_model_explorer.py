@@ -17,7 +17,6 @@ import torch
 from cases import CASES
 
 import gradexport
-from gradexport.options import DiagramOptions
 from gradexport.formats.model_explorer import (
     DIFF_VALUES,
     EXTENSION,
@@ -33,6 +32,7 @@ from gradexport.formats.model_explorer import (
 )
 from gradexport.formats.styles import MARK_STYLES
 from gradexport.graph import GraphStream
+from gradexport.options import DiagramOptions
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -164,15 +164,29 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         yield state | {"graph": graph}
 
 
-def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any], browser: Any) -> None:
-    graph = served["graph"]
+def open_page(browser: Any, url: str, width: int) -> tuple[Any, list[str], list[str]]:  # noqa: F811
+    """A page at ``url`` with every request off 127.0.0.1 aborted: the page, those requests, the page's errors."""
     outside = block_outside(browser)
     page = browser.new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
     errors: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(served["url"], wait_until="load")
+    page.goto(url, wait_until="load")
+    return page, outside, errors
+
+
+def stayed_local(outside: list[str], errors: list[str], proxy: CountingProxy) -> None:
+    """Nothing left the machine: the page asked only for web fonts (aborted; local fonts stand in),
+    and the server asked nothing of the internet (the proxy would have seen it)."""
+    assert all(urlsplit(url).path.endswith(".woff2") for url in outside), outside
+    assert [error for error in errors if "ERR_FAILED" not in error] == []
+    assert proxy.requests == []
+
+
+def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any], browser: Any) -> None:  # noqa: F811
+    graph = served["graph"]
+    page, outside, errors = open_page(browser, served["url"], width=1400)
 
     # The graph info panel: Model Explorer's own counts of what it loaded, and our graph attributes.
     info = page.locator("text=op node count").first
@@ -215,11 +229,7 @@ def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any
     assert drawn > 0.01, f"only {drawn:.2%} of the canvas differs from its background"
     page.close()
 
-    # Nothing left the machine: the page asked only for web fonts (aborted; local fonts stand in),
-    # and the server asked nothing of the internet (the proxy would have seen it).
-    assert all(urlsplit(url).path.endswith(".woff2") for url in outside), outside
-    assert [error for error in errors if "ERR_FAILED" not in error] == []
-    assert served["proxy"].requests == []
+    stayed_local(outside, errors, served["proxy"])
 
 
 @pytest.fixture(scope="module")
@@ -230,15 +240,9 @@ def served_diff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
         yield state | {"graphs": graphs}
 
 
-def test_a_diff_opens_side_by_side_with_its_node_data(served_diff: dict[str, Any], browser: Any) -> None:
+def test_a_diff_opens_side_by_side_with_its_node_data(served_diff: dict[str, Any], browser: Any) -> None:  # noqa: F811
     a, b = served_diff["graphs"]
-    outside = block_outside(browser)
-    page = browser.new_page()
-    page.set_viewport_size({"width": 1600, "height": 900})
-    errors: list[str] = []
-    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(served_diff["url"], wait_until="load")
+    page, outside, errors = open_page(browser, served_diff["url"], width=1600)
 
     # Two panes, each with its graph info: Model Explorer's own count of the nodes it loaded, a's left, b's right.
     page.locator("text=op node count").nth(1).wait_for(timeout=LOAD_TIMEOUT_S * 1000)
@@ -275,9 +279,7 @@ def test_a_diff_opens_side_by_side_with_its_node_data(served_diff: dict[str, Any
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "model-explorer-diff.png"))
     page.close()
-    assert all(urlsplit(url).path.endswith(".woff2") for url in outside), outside
-    assert [error for error in errors if "ERR_FAILED" not in error] == []
-    assert served_diff["proxy"].requests == []
+    stayed_local(outside, errors, served_diff["proxy"])
 
 
 def root_level_rows(text: str) -> set[str]:

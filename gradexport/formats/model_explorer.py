@@ -81,11 +81,11 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from .files import atomic_open
 from ..options import DiagramOptions
+from .files import atomic_open
 from .labels import element_id, node_class, printable
-from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
 from .source import GraphSource, adjacency, graph_attributes
+from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
 
 if TYPE_CHECKING:
     import networkx as nx
