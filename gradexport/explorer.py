@@ -60,9 +60,10 @@ from .formats.model_explorer import (
 )
 from .formats.source import GraphSource
 from .graph import gc_paused
+from .graph_diff import Diffable, _as_graph, diff
 from .options import DiagramOptions
 
-__all__ = ["DIFF_GRAPH_IDS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
+__all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
 
 #: Graph ids of the two panes of :func:`serve_model_explorer_diff` (Model Explorer needs them distinct).
 DIFF_GRAPH_IDS = ("a", "b")
@@ -228,8 +229,8 @@ def _serve(
 
 
 def serve_model_explorer_diff(
-    a: Any,
-    b: Any,
+    a: Diffable,
+    b: Diffable,
     *,
     labels: tuple[str, str] = ("a", "b"),
     sync: bool = True,
@@ -278,8 +279,6 @@ def serve_model_explorer_diff(
         OSError: ``port`` is in use.
         TimeoutError: with ``block=False``, the server did not answer in time.
     """
-    from .graph_diff import _as_graph, diff
-
     model_explorer = _model_explorer()
     if labels[0] == labels[1]:
         raise ValueError(f"the two panes need different labels, got {labels[0]!r} twice")

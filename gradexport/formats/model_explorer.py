@@ -500,12 +500,17 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm", *, graph
     """
     if metric not in GRADIENT_METRICS:
         raise ValueError(f"metric must be one of {', '.join(GRADIENT_METRICS)}, got {metric!r}")
-    node_data = _model_explorer().node_data_builder
+    _model_explorer()
     received = _received(source)
     if not received:
         raise ValueError(
             "the graph has no gradient records: build it with gradexport.record_gradients to show gradients"
         )
+    return _gradient_node_data(received, metric, graph_id)
+
+
+def _gradient_node_data(received: Mapping[str, list[Mapping[str, Any]]], metric: str, graph_id: str) -> ModelNodeData:
+    node_data = _model_explorer().node_data_builder
     results: dict[str, float] = {}
     for node_id, grads in received.items():
         if metric == "non_finite":
@@ -643,9 +648,10 @@ def node_data_for(graph: nx.MultiDiGraph, *, graph_id: str = GRAPH_ID) -> dict[s
     if metrics[:1] == ["exec_order"]:
         found["exec_order"] = mark_node_data(graph, "exec_order", graph_id=graph_id)
         metrics = metrics[1:]
-    if _received(graph):
+    received = _received(graph)
+    if received:
         for metric in reversed(GRADIENT_METRICS):
-            found[f"gradient {metric}"] = gradient_node_data(graph, metric, graph_id=graph_id)
+            found[f"gradient {metric}"] = _gradient_node_data(received, metric, graph_id)
     for metric in metrics:
         found[metric] = mark_node_data(graph, metric, graph_id=graph_id)
     return found
