@@ -8,6 +8,7 @@ import math
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -413,3 +414,35 @@ def test_diff_panes_are_each_graph_marked() -> None:
         assert (exp.style.backgroundColor, exp.style.borderColor) == (MARK_STYLES[state].fill, MARK_STYLES[state].stroke)
     with pytest.raises(ValueError, match="does not match"):
         diff_panes(merged, b, a)
+
+
+@needs_explorer
+def test_serve_offers_every_node_data_and_the_diff_two_panes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import model_explorer
+
+    from gradexport.explorer import serve_model_explorer, serve_model_explorer_diff
+
+    configs: list[Any] = []
+    monkeypatch.setattr(model_explorer, "visualize_from_config", lambda config, **_: configs.append(config))
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    report = gradexport.find_nonfinite(x.sqrt().sum(), params={"x": x})
+    url = serve_model_explorer(report.graph, open_browser=False)
+    names = [source.split("//", 1)[1].rsplit("/", 1)[0] for source in configs[0].node_data_sources]
+    assert names == ["exec_order", "gradient non_finite", "gradient norm", "gradient log10_norm", "nonfinite"]
+    assert json.loads(configs[0].node_data_list[-1].to_json_string())[GRAPH_ID]["results"][report.first.node]["value"] == 2
+
+    a = gradexport.to_networkx((x * 2).sum(), params={"x": x})
+    b = gradexport.to_networkx((x * 2).exp().sum(), params={"x": x})
+    url = serve_model_explorer_diff(a, b, labels=("before", "after"), open_browser=False)
+    data = json.loads(urllib.parse.unquote(urllib.parse.urlsplit(url).query.removeprefix("data=")))
+    panes = data["uiState"]["paneStates"]
+    assert [(pane["selectedCollectionLabel"], pane["selectedGraphId"]) for pane in panes] == [("before", "a"), ("after", "b")]
+    assert data["sync"] == {"mode": "match_node_id"} and data["nodeDataTargets"] == ["before", "after"]
+    assert not any(Path(model["url"]).exists() for model in data["models"])  # gone with the server (here: returned)
+    states = [json.loads(item.to_json_string()) for item in configs[1].node_data_list]
+    assert [next(iter(state)) for state in states] == ["a", "b"]
+    # Each pane's own node data: b has the ExpBackward0 that a lacks (added), a has nothing b lacks.
+    assert sorted(result["value"] for result in states[1]["b"]["results"].values()) == [0, 0, 0, 0, DIFF_VALUES["added"]]
+    assert {result["value"] for result in states[0]["a"]["results"].values()} == {DIFF_VALUES["same"]}
+    with pytest.raises(ValueError, match="different labels"):
+        serve_model_explorer_diff(a, b, labels=("x", "x"), open_browser=False)
