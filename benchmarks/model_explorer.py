@@ -11,7 +11,11 @@ leaves), every one of them in a module, so Model Explorer shows
   ``write_model_explorer`` from the graph, and from a ``GraphStream`` of the
   roots (no NetworkX graph), with the file's size; gradexport's own JSON
   for comparison;
-- ``record_gradients`` and ``gradient_node_data`` on the same model;
+- ``record_gradients`` and ``gradient_node_data`` on the same model, and
+  ``node_data_for`` (every node data it gives: four metrics);
+- a diff for two panes: the model against itself with the middle block's
+  ReLU swapped for a GELU; ``gradexport.diff`` for reference, then
+  ``diff_panes`` and the ``diff`` node data of the right pane;
 - opening it: ``serve_model_explorer`` in a subprocess, headless Chromium
   (Debian's) loading the page until Model Explorer reports the graph's op
   node count, and until the top-level layer is drawn; every request off
@@ -53,7 +57,10 @@ import gradexport
 from gradexport.explorer import free_port
 from gradexport.formats.json import write_json
 from gradexport.formats.model_explorer import (
+    diff_panes,
     gradient_node_data,
+    mark_node_data,
+    node_data_for,
     to_model_explorer,
     write_model_explorer,
 )
@@ -122,6 +129,14 @@ def measure_writing(blocks: int, folder: Path) -> dict[str, Any]:
     loss = forward()  # the first backward graph is freed here
     recorded, row["record_gradients"] = timed(lambda: gradexport.record_gradients(loss, module=model))
     _, row["gradient_node_data"] = timed(lambda: gradient_node_data(recorded, "log10_norm").to_json_string())
+    _, row["node_data_for"] = timed(lambda: [data.to_json_string() for data in node_data_for(recorded).values()])
+    middle = [module for module in model.modules() if isinstance(module, nn.ReLU)][blocks // 2]
+    middle.forward = nn.GELU().forward  # the same module path, another op: one node changed
+    changed = gradexport.to_networkx(forward(), module=model)
+    merged, row["diff"] = timed(lambda: gradexport.diff(graph, changed))
+    panes, row["diff_panes"] = timed(lambda: diff_panes(merged, graph, changed))
+    _, row["diff_node_data"] = timed(lambda: mark_node_data(panes[1], "diff").to_json_string())
+    row["diff_counts"] = merged.graph["diff"]["nodes"]
     return row
 
 
@@ -210,13 +225,18 @@ def markdown(result: dict[str, Any]) -> str:
         ("write_json", "`write_json(graph, path)`: gradexport's own JSON, for comparison"),
         ("record_gradients", "`record_gradients(loss, module=model)` (for reference)"),
         ("gradient_node_data", "`gradient_node_data(graph).to_json_string()`"),
+        ("node_data_for", "`node_data_for(graph)`, each `.to_json_string()`: exec_order and three gradient metrics"),
+        ("diff", "`gradexport.diff(graph, changed)` (for reference)"),
+        ("diff_panes", "`diff_panes(merged, graph, changed)`: the two panes of `serve_model_explorer_diff`"),
+        ("diff_node_data", "`mark_node_data(pane_b, \"diff\").to_json_string()`"),
     ]:
         lines.append(f"| {label} | {w[name]['wall']:.2f} | {w[name]['cpu']:.2f} | {per_node(w[name]['cpu'])} |")
     lines += [
         "",
         (
             f"The file is {w['bytes'] / 1e6:.1f} MB; written from the stream it is "
-            f"{'byte for byte the same' if w['stream_same_bytes'] else 'DIFFERENT'}."
+            f"{'byte for byte the same' if w['stream_same_bytes'] else 'DIFFERENT'}. The diff (one ReLU swapped "
+            f"for a GELU): {', '.join(f'{count:,} {state}' for state, count in w['diff_counts'].items())} nodes."
         ),
         "",
     ]

@@ -5,10 +5,13 @@
 server with it through Model Explorer's config API
 (``model_explorer.config().add_model_from_path(...)`` and
 ``visualize_from_config``), bound to ``127.0.0.1``, and opens the browser
-(or only prints the address). A graph from `gradexport.record_gradients`
-comes with its gradient node data (see
-`gradexport.formats.model_explorer.gradient_node_data`), so the node
-data panel can colour the graph by gradient norm at once.
+(or only prints the address). A graph comes with every node data it can
+give (see `gradexport.formats.model_explorer.node_data_for`):
+gradient norms from `gradexport.record_gradients`, the non-finite
+marks of `gradexport.find_nonfinite`, saved bytes, execution order,
+so the node data panel colours the graph at once.
+`serve_model_explorer_diff` opens the two sides of a
+`gradexport.diff` side by side, coloured by what changed.
 `show_model_explorer` shows it inside a notebook: as Model Explorer
 does itself in Colab, and as an inline frame on the local server in Jupyter.
 
@@ -30,6 +33,7 @@ Examples:
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -42,22 +46,27 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import networkx as nx
 
-from .options import DiagramOptions
 from .formats.model_explorer import (
     EXTENSION,
-    GRADIENT_METRICS,
     _model_explorer,
-    _received,
-    gradient_node_data,
+    _node_namespace,
+    diff_panes,
+    node_data_for,
     write_model_explorer,
 )
 from .formats.source import GraphSource
 from .graph import gc_paused
+from .graph_diff import Diffable, _as_graph, diff
+from .options import DiagramOptions
 
-__all__ = ["free_port", "serve_model_explorer", "show_model_explorer"]
+__all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
+
+#: Graph ids of the two panes of `serve_model_explorer_diff` (Model Explorer needs them distinct).
+DIFF_GRAPH_IDS = ("a", "b")
 
 #: How long `serve_model_explorer` waits for a server it starts in the background.
 START_TIMEOUT_S = 60
@@ -136,9 +145,11 @@ def serve_model_explorer(
             thread for the rest of the Python process and returns once the
             server answers (a notebook).
         node_data: Node data to offer, by name (``ModelNodeData`` objects,
-            their JSON text); by default, for a graph with ``grad`` records,
-            every metric of `gradexport.formats.model_explorer.gradient_node_data`
-            (not for a stream, which can be read only once).
+            their JSON text); by default every one the graph can give
+            (`gradexport.formats.model_explorer.node_data_for`: gradient
+            norms, non-finite marks, saved bytes, execution order, diff
+            states), the most telling showing (not for a stream, which can be
+            read only once).
         options: Passed to the writer (only ``show_none`` applies).
         label: The graph collection's label in Model Explorer.
         **visualize: Other arguments of ``model_explorer.visualize_from_config``
@@ -172,16 +183,27 @@ def serve_model_explorer(
         path = Path(folder) / f"graph{EXTENSION}"
         with gc_paused():
             write_model_explorer(graph, path, options, label=label)
-        if node_data is None and isinstance(graph, nx.Graph) and _received(graph):
-            # Model Explorer colours by the last node data added: the log scale, the most telling.
-            node_data = {f"gradient {metric}": gradient_node_data(graph, metric) for metric in reversed(GRADIENT_METRICS)}
-    if port is None:
-        port = free_port(host)
-    elif _port_in_use(host, port):
-        raise OSError(f"port {port} on {host} is in use: choose another, or port=None for a free one")
+        if node_data is None and isinstance(graph, nx.Graph):
+            node_data = node_data_for(graph)
+    port = _port(host, port)
     config = model_explorer.config().add_model_from_path(str(path))
     for name, data in (node_data or {}).items():
         config.add_node_data(name, data)
+    return _serve(model_explorer, config, folder, host, port, open_browser, block, visualize)
+
+
+def _port(host: str, port: int | None) -> int:
+    if port is None:
+        return free_port(host)
+    if _port_in_use(host, port):
+        raise OSError(f"port {port} on {host} is in use: choose another, or port=None for a free one")
+    return port
+
+
+def _serve(
+    model_explorer: Any, config: Any, folder: str | None, host: str, port: int, open_browser: bool, block: bool, visualize: Mapping[str, Any]
+) -> str:
+    """Serve ``config`` as `serve_model_explorer` documents it; ``folder`` is removed when the server stops."""
     _offline(model_explorer)
     url = f"http://{host}:{port}/?data={config.to_url_param_value()}"
     arguments = dict(visualize, config=config, host=host, port=port, no_open_in_browser=not open_browser)
@@ -204,6 +226,126 @@ def serve_model_explorer(
             raise TimeoutError(f"Model Explorer's server did not answer on {host}:{port} within {START_TIMEOUT_S} s")
         time.sleep(0.1)
     return url
+
+
+def serve_model_explorer_diff(
+    a: Diffable,
+    b: Diffable,
+    *,
+    labels: tuple[str, str] = ("a", "b"),
+    sync: bool = True,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    open_browser: bool = True,
+    block: bool = True,
+    options: DiagramOptions | None = None,
+    **visualize: Any,
+) -> str:
+    """Open two backward graphs side by side in Model Explorer, each coloured by what `gradexport.diff` found.
+
+    Both graphs are written (as
+    `gradexport.formats.model_explorer.diff_panes` makes them: each
+    graph as it is, its nodes renamed to the diff's ids and marked) and the
+    page opens in Model Explorer's split view: ``a`` on the left with its
+    same, changed and removed nodes, ``b`` on the right with its same,
+    changed and added ones. Each pane offers the node data of its graph
+    (`gradexport.formats.model_explorer.node_data_for`), the
+    ``diff`` states showing: grey same, orange changed, green added, red
+    removed; the layers that hold changes open (at most
+    `OPEN_LAYERS` in each pane). A matched node has the same id in both panes, and with
+    ``sync`` Model Explorer's navigation sync ("match node id") selects and
+    reveals a node's counterpart in the other pane.
+
+    Args:
+        a: The graph before: anything `gradexport.diff` takes (a
+            graph, the path of a JSON file gradexport wrote, roots).
+        b: The graph after.
+        labels: The two collections' labels in Model Explorer's graph selector.
+        sync: Turn on navigation sync by node id.
+        host: As for `serve_model_explorer`.
+        port: As for `serve_model_explorer`.
+        open_browser: As for `serve_model_explorer`.
+        block: As for `serve_model_explorer`.
+        options: Passed to the writer (only ``show_none`` applies).
+        **visualize: Other arguments of ``model_explorer.visualize_from_config``.
+
+    Returns:
+        The page's address; its ``data`` holds both models, their node data
+        and the two pane states.
+
+    Raises:
+        ModelExplorerNotInstalledError: Model Explorer is not installed.
+        ValueError: the two labels are the same.
+        OSError: ``port`` is in use.
+        TimeoutError: with ``block=False``, the server did not answer in time.
+    """
+    model_explorer = _model_explorer()
+    if labels[0] == labels[1]:
+        raise ValueError(f"the two panes need different labels, got {labels[0]!r} twice")
+    graph_a, graph_b = _as_graph(a, "a"), _as_graph(b, "b")
+    port = _port(host, port)
+    panes = diff_panes(diff(graph_a, graph_b), graph_a, graph_b)
+    folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+    config = _split_view_config(model_explorer, sync)
+    try:
+        for pane, label, graph_id in zip(panes, labels, DIFF_GRAPH_IDS):
+            path = Path(folder) / f"{graph_id}{EXTENSION}"
+            with gc_paused():
+                write_model_explorer(pane, path, options, label=label, graph_id=graph_id)
+            config.add_model_from_path(str(path))
+            config.panes.append(_pane_state(label, graph_id, _changed_layers(pane)))
+            for name, data in node_data_for(pane, graph_id=graph_id).items():
+                config.add_node_data(f"{name} ({label})", data, model_name=label)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return _serve(model_explorer, config, folder, host, port, open_browser, block, visualize)
+
+
+#: At most this many layers open in each pane of a diff (each is laid out when the page opens).
+OPEN_LAYERS = 32
+
+
+def _changed_layers(pane: nx.MultiDiGraph) -> list[str]:
+    """Model Explorer's ids of the deepest layers holding a changed, added or removed node (at most `OPEN_LAYERS`)."""
+    namespaces = {_node_namespace(data) for _, data in pane.nodes(data=True) if data.get("diff", "same") != "same"}
+    namespaces.discard("")
+    deepest = sorted(name for name in namespaces if not any(other.startswith(name + "/") for other in namespaces))
+    return [f"{name}___group___" for name in deepest[:OPEN_LAYERS]]
+
+
+def _pane_state(label: str, graph_id: str, expanded: list[str]) -> dict[str, Any]:
+    """One pane of Model Explorer's ``uiState`` (as its web app writes it into the page's address)."""
+    return {
+        "deepestExpandedGroupNodeIds": expanded,
+        "selectedNodeId": "",
+        "selectedGraphId": graph_id,
+        "selectedCollectionLabel": label,
+        "widthFraction": 0.5,
+    }
+
+
+def _split_view_config(model_explorer: Any, sync: bool) -> Any:
+    """Model Explorer's config, with pane states (``config.panes``) and navigation sync in the page address it makes.
+
+    The web app reads ``uiState.paneStates`` (two: the split view) and
+    ``sync.mode`` from the ``data`` parameter, as in the addresses it writes
+    itself; the Python config has no call for them, so its one method that
+    makes the parameter (which ``visualize_from_config`` calls) adds them.
+    """
+    config = model_explorer.config()
+    models_and_node_data = config.to_url_param_value
+    config.panes = []
+
+    def to_url_param_value() -> str:
+        data = json.loads(unquote(models_and_node_data()))
+        data["uiState"] = {"paneStates": config.panes}
+        if sync:
+            data["sync"] = {"mode": "match_node_id"}
+        return quote(json.dumps(data))
+
+    config.to_url_param_value = to_url_param_value
+    return config
 
 
 def _in_colab() -> bool:

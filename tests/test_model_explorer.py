@@ -9,6 +9,7 @@ import math
 import socket
 import subprocess
 import sys
+import urllib.parse
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,16 +19,22 @@ import torch
 from cases import CASES
 
 import gradexport
-from gradexport.options import DiagramOptions
 from gradexport.formats.model_explorer import (
+    DIFF_VALUES,
     EXTENSION,
     GRAPH_ID,
+    NONFINITE_VALUES,
     ModelExplorerNotInstalledError,
+    diff_panes,
     gradient_node_data,
+    mark_node_data,
+    node_data_for,
     to_model_explorer,
     write_model_explorer,
 )
+from gradexport.formats.styles import MARK_STYLES
 from gradexport.graph import GraphStream
+from gradexport.options import DiagramOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -96,11 +103,10 @@ def test_round_trip_every_node_and_edge(name: str, show_none: bool, tmp_path: Pa
             shape = ", ".join(map(str, data["shape"]))
             assert values.pop("tensor_shape") == f"{data['dtype']}[{shape}]"
         assert values == extra
-    model_class = {"class": graph.graph["module_classes"][""]} if "module_classes" in graph.graph else {}
+    model_class = graph.graph.get("module_classes", {}).get("")  # the model's class goes on the top level too
     assert me_graph.groupNodeAttributes[""] == {
-        **{name: value if isinstance(value, str) else json.dumps(value, sort_keys=True) for name, value in graph.graph.items()},
-        **model_class,
-    }
+        name: value if isinstance(value, str) else json.dumps(value, sort_keys=True) for name, value in graph.graph.items()
+    } | ({"class": model_class} if model_class is not None else {})
 
 
 def outgoing(me_graph: Any, source: str) -> list[tuple[int, str, int]]:
@@ -295,3 +301,149 @@ def test_the_benchmark_script_runs() -> None:
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300, check=True)
     assert "| `write_model_explorer(graph, path)`: the `.me.json` file |" in result.stdout
     assert "written from the stream it is byte for byte the same" in result.stdout
+
+
+def grad_fns(tensor: torch.Tensor) -> list[Any]:
+    """Every Node of ``tensor``'s backward graph, from torch's own next_functions."""
+    stack, seen = [tensor.grad_fn], [tensor.grad_fn]
+    while stack:
+        for child, _ in stack.pop().next_functions:
+            if child is not None and child not in seen:
+                seen.append(child)
+                stack.append(child)
+    return seen
+
+
+def values(data: Any, graph_id: str = GRAPH_ID) -> dict[str, float]:
+    """Node id to value, read back from Model Explorer's own JSON of the node data."""
+    return {node: result["value"] for node, result in json.loads(data.to_json_string())[graph_id]["results"].items()}
+
+
+@needs_explorer
+def test_nonfinite_node_data_is_the_report_and_grad() -> None:
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    w = torch.tensor([1.0, 2.0], requires_grad=True)
+    report = gradexport.find_nonfinite(x.sqrt().sum() + (w * 3).sum(), params={"x": x, "w": w})
+    assert report is not None
+    found = values(mark_node_data(report.graph, "nonfinite"))
+    assert set(found) == set(report.graph.nodes)
+    assert {node for node, value in found.items() if value == NONFINITE_VALUES["origin"]} == {o.node for o in report.origins}
+    leaves = {data["names"][0]: node for node, data in report.graph.nodes(data=True) if data["kind"] == "leaf"}
+    for name, tensor in {"x": x, "w": w}.items():  # the leaves' .grad, as the engine left them
+        reached = found[leaves[name]] == NONFINITE_VALUES["reached"]
+        assert reached == (not torch.isfinite(tensor.grad).all().item())
+    thresholds = json.loads(mark_node_data(report.graph, "nonfinite").to_json_string())[GRAPH_ID]["thresholds"]
+    assert [item["value"] for item in thresholds] == sorted(NONFINITE_VALUES.values())
+
+
+@needs_explorer
+def test_saved_bytes_node_data_is_the_distinct_storages() -> None:
+    x = torch.randn(4, 5, requires_grad=True)
+    w = torch.randn(5, 3, requires_grad=True)
+    h = (x @ w).tanh()
+    out = (h * h).sum() + (h.exp() * x.sum()).sum()
+    storages: dict[tuple[Any, int], int] = {}
+    held: dict[str, int] = {}
+    for node in grad_fns(out):  # every saved tensor, from torch: the _saved_ attributes of every Node
+        mine = {}
+        for name in dir(node):
+            if name.startswith("_saved_") and not name.endswith("_raw"):
+                value = getattr(node, name)
+                if isinstance(value, torch.Tensor):
+                    storage = value.untyped_storage()
+                    mine[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
+        storages |= mine
+        held[type(node).__name__] = held.get(type(node).__name__, 0) + sum(mine.values())
+    graph = gradexport.to_networkx(out, params={"x": x, "w": w}, saved=True)
+    fresh = values(mark_node_data(graph, "saved_bytes"))
+    assert sum(fresh.values()) == sum(storages.values()) > 0
+    totals = values(mark_node_data(graph, "saved_bytes_held"))
+    by_op: dict[str, int] = {}
+    for node, value in totals.items():
+        op = graph.nodes[node]["op"]
+        by_op[op] = by_op.get(op, 0) + value
+    assert {op: value for op, value in by_op.items() if value} == {op: value for op, value in held.items() if value}
+    with pytest.raises(ValueError, match="saved=True"):
+        mark_node_data(gradexport.to_networkx(out), "saved_bytes")
+
+
+@needs_explorer
+def test_exec_order_node_data_is_the_engines_order() -> None:
+    x = torch.randn(3, requires_grad=True)
+    out = (x.exp() * x.sin()).sum()
+    ran: list[str] = []
+    for node in grad_fns(out):
+        node.register_prehook(lambda grads, node=node: ran.append(type(node).__name__))
+    graph = gradexport.record_gradients(out, params={"x": x})
+    order = values(mark_node_data(graph, "exec_order"))
+    assert [graph.nodes[node]["op"] for node in sorted(order, key=order.get)] == ran
+    assert list(node_data_for(graph))[-1] == "gradient log10_norm"  # the gradients show
+
+
+@needs_explorer
+def test_diff_panes_are_each_graph_marked() -> None:
+    x = torch.ones(3, requires_grad=True)
+    a = gradexport.to_networkx((x * 2).relu().sum(), params={"x": x})
+    b = gradexport.to_networkx((x * 2).exp().sum(), params={"x": x})
+    merged = gradexport.diff(a, b)
+    pane_a, pane_b = diff_panes(merged, a, b)
+    for pane, graph, id_key in [(pane_a, a, "a_id"), (pane_b, b, "b_id")]:
+        back = {node: data[id_key] for node, data in pane.nodes(data=True)}
+        assert sorted(back.values()) == sorted(graph.nodes)
+        assert Counter((back[u], back[v], k, d["input_nr"]) for u, v, k, d in pane.edges(keys=True, data=True)) == Counter(
+            (u, v, k, d["input_nr"]) for u, v, k, d in graph.edges(keys=True, data=True)
+        )
+        for node, data in pane.nodes(data=True):
+            assert {name: data[name] for name in graph.nodes[back[node]]} == graph.nodes[back[node]]
+    # torch's own ops: what only one side's graph holds is changed or removed in a, changed or added in b.
+    ops_a = {type(node).__name__ for node in grad_fns((x * 2).relu().sum())}
+    ops_b = {type(node).__name__ for node in grad_fns((x * 2).exp().sum())}
+    states_a = values(mark_node_data(pane_a, "diff"))
+    states_b = values(mark_node_data(pane_b, "diff"))
+    assert {pane_a.nodes[n]["op"] for n, v in states_a.items() if v in (1, 3)} == ops_a - ops_b == {"ReluBackward0"}
+    assert {pane_b.nodes[n]["op"] for n, v in states_b.items() if v in (1, 2)} == ops_b - ops_a == {"ExpBackward0"}
+    plain = gradexport.to_networkx((x * 2).sum(), params={"x": x})
+    grown = diff_panes(gradexport.diff(plain, b), plain, b)[1]
+    shrunk = diff_panes(gradexport.diff(b, plain), b, plain)[0]
+    added, removed = values(mark_node_data(grown, "diff")), values(mark_node_data(shrunk, "diff"))
+    assert [grown.nodes[n]["op"] for n, v in added.items() if v == DIFF_VALUES["added"]] == ["ExpBackward0"]
+    assert [shrunk.nodes[n]["op"] for n, v in removed.items() if v == DIFF_VALUES["removed"]] == ["ExpBackward0"]
+    same = {n for n, v in states_a.items() if v == DIFF_VALUES["same"]}
+    assert same == {n for n, v in states_b.items() if v == DIFF_VALUES["same"]} and len(same) == 4  # ids shared
+    for pane, state in [(grown, "added"), (shrunk, "removed"), (pane_b, "changed")]:  # the other diagrams' colours
+        (exp,) = [item for item in to_model_explorer(pane).graphs[0].nodes if item.label == "ExpBackward0"]
+        assert (exp.style.backgroundColor, exp.style.borderColor) == (MARK_STYLES[state].fill, MARK_STYLES[state].stroke)
+    with pytest.raises(ValueError, match="does not match"):
+        diff_panes(merged, b, a)
+
+
+@needs_explorer
+def test_serve_offers_every_node_data_and_the_diff_two_panes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import model_explorer
+
+    from gradexport.explorer import serve_model_explorer, serve_model_explorer_diff
+
+    configs: list[Any] = []
+    monkeypatch.setattr(model_explorer, "visualize_from_config", lambda config, **_: configs.append(config))
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    report = gradexport.find_nonfinite(x.sqrt().sum(), params={"x": x})
+    url = serve_model_explorer(report.graph, open_browser=False)
+    names = [source.split("//", 1)[1].rsplit("/", 1)[0] for source in configs[0].node_data_sources]
+    assert names == ["exec_order", "gradient non_finite", "gradient norm", "gradient log10_norm", "nonfinite"]
+    assert json.loads(configs[0].node_data_list[-1].to_json_string())[GRAPH_ID]["results"][report.first.node]["value"] == 2
+
+    a = gradexport.to_networkx((x * 2).sum(), params={"x": x})
+    b = gradexport.to_networkx((x * 2).exp().sum(), params={"x": x})
+    url = serve_model_explorer_diff(a, b, labels=("before", "after"), open_browser=False)
+    data = json.loads(urllib.parse.unquote(urllib.parse.urlsplit(url).query.removeprefix("data=")))
+    panes = data["uiState"]["paneStates"]
+    assert [(pane["selectedCollectionLabel"], pane["selectedGraphId"]) for pane in panes] == [("before", "a"), ("after", "b")]
+    assert data["sync"] == {"mode": "match_node_id"} and data["nodeDataTargets"] == ["before", "after"]
+    assert not any(Path(model["url"]).exists() for model in data["models"])  # gone with the server (here: returned)
+    states = [json.loads(item.to_json_string()) for item in configs[1].node_data_list]
+    assert [next(iter(state)) for state in states] == ["a", "b"]
+    # Each pane's own node data: b has the ExpBackward0 that a lacks (added), a has nothing b lacks.
+    assert sorted(result["value"] for result in states[1]["b"]["results"].values()) == [0, 0, 0, 0, DIFF_VALUES["added"]]
+    assert {result["value"] for result in states[0]["a"]["results"].values()} == {DIFF_VALUES["same"]}
+    with pytest.raises(ValueError, match="different labels"):
+        serve_model_explorer_diff(a, b, labels=("x", "x"), open_browser=False)

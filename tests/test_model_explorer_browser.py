@@ -34,6 +34,7 @@ from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a
 
 import gradexport
 from gradexport.explorer import free_port
+from gradexport.formats.model_explorer import DIFF_VALUES
 
 pytestmark = [
     pytest.mark.browser,
@@ -57,6 +58,17 @@ from gradexport.explorer import serve_model_explorer
 with open(sys.argv[1], "rb") as file:
     graph = pickle.load(file)
 serve_model_explorer(graph, port=int(sys.argv[2]), open_browser=False)
+"""
+
+
+SERVE_DIFF = """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import pickle, sys
+from gradexport.explorer import serve_model_explorer_diff
+with open(sys.argv[1], "rb") as file:
+    a, b = pickle.load(file)
+serve_model_explorer_diff(a, b, labels=("before", "after"), port=int(sys.argv[2]), open_browser=False)
 """
 
 
@@ -86,12 +98,13 @@ class CountingProxy:
         self.socket.close()
 
 
-def model_graph() -> Any:
+def model_graph(*block: torch.nn.Module) -> Any:
+    """A three-module model's graph with gradients; ``block`` replaces the block's ReLU."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         OrderedDict(
             embed=torch.nn.Linear(4, 8),
-            block=torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8)),
+            block=torch.nn.Sequential(torch.nn.Linear(8, 8), *(block or [torch.nn.ReLU()]), torch.nn.Linear(8, 8)),
             head=torch.nn.Linear(8, 2),
         )
     )
@@ -100,20 +113,20 @@ def model_graph() -> Any:
     return gradexport.record_gradients(out.pow(2).mean(), module=model)
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The server subprocess with the graph: its URL, the graph, the proxy; stopped with SIGINT afterwards."""
-    folder = tmp_path_factory.mktemp("model-explorer")
-    graph = model_graph()
+def start_server(folder: Path, code: str, graphs: Any) -> Iterator[dict[str, Any]]:
+    """Run ``code`` (a SERVE script) in a child with the pickled ``graphs``, its internet traffic sent to a counting proxy.
+
+    Yields its URL, the proxy, the process and its output; stops it with SIGINT afterwards.
+    """
     with open(folder / "graph.pickle", "wb") as file:
-        pickle.dump(graph, file)
+        pickle.dump(graphs, file)
     proxy = CountingProxy()
     proxy_url = f"http://127.0.0.1:{proxy.port}"
     env = {name: value for name, value in os.environ.items() if "proxy" not in name.lower()}
     env |= {name: proxy_url for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(folder / "graph.pickle"), str(port)],
+        [sys.executable, "-c", code, str(folder / "graph.pickle"), str(port)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
@@ -132,10 +145,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     if url is None:
         process.kill()
         pytest.fail("Model Explorer's server did not print its address:\n" + "".join(output))
-    state = {"url": url, "graph": graph, "proxy": proxy, "process": process, "output": output}
-    yield state
+    yield {"url": url, "proxy": proxy, "process": process, "output": output}
     if process.poll() is None:
-        process.send_signal(signal.SIGINT)  # Ctrl+C: Model Explorer stops, gradexport removes the temporary file
+        process.send_signal(signal.SIGINT)  # Ctrl+C: Model Explorer stops, gradexport removes the temporary files
         try:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -144,15 +156,37 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     proxy.close()
 
 
-def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any], browser: Any) -> None:
-    graph = served["graph"]
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The server subprocess with the graph: its URL, the graph, the proxy; stopped with SIGINT afterwards."""
+    graph = model_graph()
+    for state in start_server(tmp_path_factory.mktemp("model-explorer"), SERVE, graph):
+        yield state | {"graph": graph}
+
+
+def open_page(browser: Any, url: str, width: int) -> tuple[Any, list[str], list[str]]:  # noqa: F811
+    """A page at ``url`` with every request off 127.0.0.1 aborted: the page, those requests, the page's errors."""
     outside = block_outside(browser)
     page = browser.new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
+    page.set_viewport_size({"width": width, "height": 900})
     errors: list[str] = []
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(served["url"], wait_until="load")
+    page.goto(url, wait_until="load")
+    return page, outside, errors
+
+
+def stayed_local(outside: list[str], errors: list[str], proxy: CountingProxy) -> None:
+    """Nothing left the machine: the page asked only for web fonts (aborted; local fonts stand in),
+    and the server asked nothing of the internet (the proxy would have seen it)."""
+    assert all(urlsplit(url).path.endswith(".woff2") for url in outside), outside
+    assert [error for error in errors if "ERR_FAILED" not in error] == []
+    assert proxy.requests == []
+
+
+def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any], browser: Any) -> None:  # noqa: F811
+    graph = served["graph"]
+    page, outside, errors = open_page(browser, served["url"], width=1400)
 
     # The graph info panel: Model Explorer's own counts of what it loaded, and our graph attributes.
     info = page.locator("text=op node count").first
@@ -195,11 +229,57 @@ def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any
     assert drawn > 0.01, f"only {drawn:.2%} of the canvas differs from its background"
     page.close()
 
-    # Nothing left the machine: the page asked only for web fonts (aborted; local fonts stand in),
-    # and the server asked nothing of the internet (the proxy would have seen it).
-    assert all(urlsplit(url).path.endswith(".woff2") for url in outside), outside
-    assert [error for error in errors if "ERR_FAILED" not in error] == []
-    assert served["proxy"].requests == []
+    stayed_local(outside, errors, served["proxy"])
+
+
+@pytest.fixture(scope="module")
+def served_diff(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The server subprocess with two graphs to compare: the block's ReLU became a GELU and a Tanh."""
+    graphs = model_graph(), model_graph(torch.nn.GELU(), torch.nn.Tanh())
+    for state in start_server(tmp_path_factory.mktemp("model-explorer-diff"), SERVE_DIFF, graphs):
+        yield state | {"graphs": graphs}
+
+
+def test_a_diff_opens_side_by_side_with_its_node_data(served_diff: dict[str, Any], browser: Any) -> None:  # noqa: F811
+    a, b = served_diff["graphs"]
+    page, outside, errors = open_page(browser, served_diff["url"], width=1600)
+
+    # Two panes, each with its graph info: Model Explorer's own count of the nodes it loaded, a's left, b's right.
+    page.locator("text=op node count").nth(1).wait_for(timeout=LOAD_TIMEOUT_S * 1000)
+    text = page.evaluate("document.body.innerText")
+    assert re.findall(r"\nop node count\s+(\d+)\n", text) == [str(a.number_of_nodes()), str(b.number_of_nodes())]
+    assert re.findall(r"^(before|after) \| ([ab])$", text, flags=re.MULTILINE) == [("before", "a"), ("after", "b")]
+
+    # The ops that only one side's graph has (torch's own ops) are marked on that side.
+    merged = gradexport.diff(a, b)
+    ops = [{data.get("op") for _, data in graph.nodes(data=True)} for graph in (a, b)]
+    assert ops[0] - ops[1] == {"ReluBackward0"} and ops[1] - ops[0] == {"GeluBackward0", "TanhBackward0"}
+    for side, state in [(0, "removed"), (1, "added")]:
+        for _, data in merged.nodes(data=True):
+            op = data["changes"]["op"][side] if "op" in data.get("changes", {}) else data.get("op")
+            if op in ops[side] - ops[1 - side]:
+                assert data["diff"] in ("changed", state)
+    # Each pane reads its own node data, the diff states showing (its eye open): the sum Model Explorer
+    # shows per pane (the last column of its aggregated stats) is that of the nodes it has.
+    expected = [
+        sum(DIFF_VALUES[data["diff"]] for _, data in merged.nodes(data=True) if data["diff"] != other)
+        for other in ("added", "removed")
+    ]
+    assert max(expected) > 0
+    deadline = time.monotonic() + LOAD_TIMEOUT_S
+    sums: list[str] = []
+    while time.monotonic() < deadline:
+        text = page.evaluate("document.body.innerText")
+        sums = [line.split("\t")[-1] for line in text.splitlines() if line.startswith("Sum\t")]
+        if len(sums) == 2 and len(re.findall(r"\ndiff\nvisibility\ndelete\n", text)) == 2:
+            break
+        page.wait_for_timeout(250)
+    assert sums == [str(value) for value in expected]
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "model-explorer-diff.png"))
+    page.close()
+    stayed_local(outside, errors, served_diff["proxy"])
 
 
 def root_level_rows(text: str) -> set[str]:

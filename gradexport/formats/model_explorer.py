@@ -47,7 +47,14 @@ entry of ``none_slots`` (id ``<node>_none<slot>``); ``False`` leaves them out
 options do not apply: Model Explorer lays out top to bottom, roots first.
 
 `gradient_node_data` turns the ``grad`` records into Model Explorer
-node data, so that its colour scale shows where gradients vanish or explode.
+node data, so that its colour scale shows where gradients vanish or explode;
+`mark_node_data` does the same for the marks of `gradexport.graph`
+(``nonfinite``, ``saved_bytes``, ``exec_order``, ``diff``, see
+`MARK_METRICS`), and `node_data_for` gives every metric a graph
+has. Marked nodes (a non-finite origin, a diff's added, removed and changed
+nodes) also keep the colours of the other diagrams in their ``style``.
+`diff_panes` turns a `gradexport.diff` into the two graphs that
+Model Explorer puts side by side (see `gradexport.explorer.serve_model_explorer_diff`).
 
 Model Explorer is imported only when one of these functions runs; without it
 they raise `ModelExplorerNotInstalledError`.
@@ -74,24 +81,31 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from .files import atomic_open
 from ..options import DiagramOptions
-from .labels import element_id, printable
-from .styles import GRAD_BAD_COLOR, GRAD_COLORS, NODE_STYLES, is_bad
+from .files import atomic_open
+from .labels import element_id, node_class, printable
 from .source import GraphSource, adjacency, graph_attributes
+from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
 
 if TYPE_CHECKING:
+    import networkx as nx
     from model_explorer.graph_builder import GraphCollection
     from model_explorer.node_data_builder import ModelNodeData
 
 __all__ = [
+    "DIFF_VALUES",
     "EXTENSION",
     "GRADIENT_METRICS",
     "GRAPH_ID",
     "INSTALL_HINT",
+    "MARK_METRICS",
+    "NONFINITE_VALUES",
     "ModelExplorerNotInstalledError",
+    "diff_panes",
     "generate_model_explorer",
     "gradient_node_data",
+    "mark_node_data",
+    "node_data_for",
     "to_model_explorer",
     "write_model_explorer",
 ]
@@ -111,6 +125,26 @@ GRADIENT_METRICS = {
     "norm": "the largest gradient norm a node received",
     "non_finite": "1 where a node received a gradient with NaN or infinity, else 0",
 }
+
+#: Values of the ``nonfinite`` metric: where a NaN or Inf gradient started is the strongest.
+NONFINITE_VALUES = {"finite": 0, "reached": 1, "origin": 2}
+
+#: Values of the ``diff`` metric, one per `gradexport.graph_diff.DIFF_STATES`.
+DIFF_VALUES = {"same": 0, "changed": 1, "added": 2, "removed": 3}
+
+#: What `mark_node_data` can show, by name (each needs the node attribute of the same name).
+MARK_METRICS = {
+    "exec_order": "the position in which the engine ran the node (1 first); roots and nodes that did not run have none",
+    "saved_bytes": "bytes of the storages the node's saved tensors are first to keep alive "
+    "(each storage counted once, so a layer's sum is its memory)",
+    "saved_bytes_held": "bytes of every storage the node's saved tensors keep alive, "
+    "shared ones included (saved_bytes + saved_bytes_shared)",
+    "nonfinite": "2 where a NaN or Inf gradient started (origin), 1 where one reached, 0 elsewhere (NONFINITE_VALUES)",
+    "diff": "0 same, 1 changed, 2 added, 3 removed (DIFF_VALUES)",
+}
+
+#: The node attribute each mark metric reads.
+_MARK_ATTRIBUTE = {"saved_bytes_held": "saved_bytes"}
 
 #: Edge attributes that the incoming edge itself carries.
 _EDGE_INDICES = ("next_index", "input_nr")
@@ -173,11 +207,10 @@ def _node_namespace(attributes: Mapping[str, Any]) -> str:
 
 
 def _style(builder: Any, attributes: Mapping[str, Any]) -> Any:
-    kind = attributes.get("kind")
-    name = "special" if kind == "backward" and attributes.get("special") else kind
-    if name not in NODE_STYLES or name == "backward":
+    name = node_class(attributes)
+    if name == "backward":
         return None  # Model Explorer's own look for plain backward nodes
-    style = NODE_STYLES[name]
+    style = STYLES[name]
     return builder.GraphNodeStyle(backgroundColor=style.fill, borderColor=style.stroke, hoveredBorderColor=style.stroke)
 
 
@@ -208,6 +241,7 @@ def to_model_explorer(
     options: DiagramOptions | None = None,
     *,
     label: str = "gradexport",
+    graph_id: str = GRAPH_ID,
 ) -> GraphCollection:
     """Build ``source`` with Model Explorer's classes, as the module docstring maps it.
 
@@ -218,10 +252,12 @@ def to_model_explorer(
         options: Only ``show_none`` applies (see the module docstring).
         label: The collection's label, which Model Explorer shows after the
             file name in its graph selector.
+        graph_id: The graph's id (node data refers to it; graphs opened
+            together need different ids).
 
     Returns:
         A ``model_explorer.graph_builder.GraphCollection`` holding one graph
-        with id `GRAPH_ID`.
+        with id ``graph_id``.
 
     Raises:
         ModelExplorerNotInstalledError: Model Explorer is not installed.
@@ -282,7 +318,7 @@ def to_model_explorer(
         if edges and not nodes[none_id].namespace and edges[0].sourceNodeId in nodes:
             nodes[none_id].namespace = nodes[edges[0].sourceNodeId].namespace
     graph = builder.Graph(
-        id=GRAPH_ID,
+        id=graph_id,
         nodes=list(nodes.values()),
         groupNodeAttributes=_group_attributes(graph_attributes(source), paths),
     )
@@ -330,13 +366,14 @@ def generate_model_explorer(
     options: DiagramOptions | None = None,
     *,
     label: str = "gradexport",
+    graph_id: str = GRAPH_ID,
 ) -> Iterator[str]:
     """Yield the JSON text Model Explorer loads (one ``GraphCollection``) in chunks, then a newline.
 
     Takes the arguments of `to_model_explorer`. The text is ASCII, so
     any name survives, and contains no NaN (attribute values are strings).
     """
-    collection = to_model_explorer(source, options, label=label)
+    collection = to_model_explorer(source, options, label=label, graph_id=graph_id)
     (graph,) = collection.graphs
     nodes = graph.nodes
     head = {name: value for name, value in vars(graph).items() if name != "nodes" and value is not None}
@@ -354,6 +391,7 @@ def write_model_explorer(
     options: DiagramOptions | None = None,
     *,
     label: str = "gradexport",
+    graph_id: str = GRAPH_ID,
 ) -> None:
     """Write the Model Explorer JSON of ``source`` to an open text file, or atomically to a path.
 
@@ -369,11 +407,12 @@ def write_model_explorer(
         >>> [node["label"] for node in json.loads(path.read_text())["graphs"][0]["nodes"]]
         ['output', 'SumBackward0', 'MulBackward0', 'x']
     """
+    chunks = generate_model_explorer(source, options, label=label, graph_id=graph_id)
     if hasattr(path, "write"):
-        path.writelines(generate_model_explorer(source, options, label=label))
+        path.writelines(chunks)
         return
     with atomic_open(path) as file:
-        file.writelines(generate_model_explorer(source, options, label=label))
+        file.writelines(chunks)
 
 
 def _received(source: GraphSource) -> dict[str, list[Mapping[str, Any]]]:
@@ -396,7 +435,35 @@ def _finite_norm(grad: Mapping[str, Any]) -> float | None:
     return None if "norm" not in grad or is_bad(grad) else float(grad["norm"])
 
 
-def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> ModelNodeData:
+def _colour_scale(node_data: Any) -> dict[str, list[Any]]:
+    """The blue scale of the gradient edges, smallest value to largest."""
+    last = len(GRAD_COLORS) - 1
+    return {
+        "gradient": [
+            node_data.GradientItem(stop=step / last, bgColor=colour, textColor="#ffffff" if step > last // 2 else None)
+            for step, colour in enumerate(GRAD_COLORS)
+        ]
+    }
+
+
+def _classes(node_data: Any, colours: Mapping[int, tuple[str, str | None]]) -> dict[str, list[Any]]:
+    """One colour per value (``{value: (background, text)}``), as thresholds."""
+    return {
+        "thresholds": [
+            node_data.ThresholdItem(value=value, bgColor=background, textColor=text)
+            for value, (background, text) in sorted(colours.items())
+        ]
+    }
+
+
+def _model_node_data(node_data: Any, graph_id: str, name: str, results: Mapping[str, float], colours: Mapping[str, Any]) -> ModelNodeData:
+    graph_data = node_data.GraphNodeData(
+        results={node: node_data.NodeDataResult(value=value) for node, value in results.items()}, name=name, **colours
+    )
+    return node_data.ModelNodeData(graphsData={graph_id: graph_data})
+
+
+def gradient_node_data(source: GraphSource, metric: str = "log10_norm", *, graph_id: str = GRAPH_ID) -> ModelNodeData:
     """Model Explorer node data from the ``grad`` records of `gradexport.record_gradients`.
 
     A node's value comes from the gradients it received (its incoming
@@ -411,10 +478,11 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
     Args:
         source: A graph from `gradexport.record_gradients` (or a stream of one).
         metric: A key of `GRADIENT_METRICS`.
+        graph_id: The id of the graph in Model Explorer (as written).
 
     Returns:
         A ``model_explorer.node_data_builder.ModelNodeData`` for the graph
-        `GRAPH_ID`; ``.to_json_string()`` gives its JSON and
+        ``graph_id``; ``.to_json_string()`` gives its JSON and
         ``.save_to_file(path)`` writes the file Model Explorer's "node data"
         button loads.
 
@@ -432,39 +500,226 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm") -> Model
     """
     if metric not in GRADIENT_METRICS:
         raise ValueError(f"metric must be one of {', '.join(GRADIENT_METRICS)}, got {metric!r}")
-    node_data = _model_explorer().node_data_builder
+    _model_explorer()
     received = _received(source)
     if not received:
         raise ValueError(
             "the graph has no gradient records: build it with gradexport.record_gradients to show gradients"
         )
-    results: dict[str, Any] = {}
+    return _gradient_node_data(received, metric, graph_id)
+
+
+def _gradient_node_data(received: Mapping[str, list[Mapping[str, Any]]], metric: str, graph_id: str) -> ModelNodeData:
+    node_data = _model_explorer().node_data_builder
+    results: dict[str, float] = {}
     for node_id, grads in received.items():
         if metric == "non_finite":
-            results[node_id] = node_data.NodeDataResult(value=int(any(map(is_bad, grads))))
+            results[node_id] = int(any(map(is_bad, grads)))
             continue
         norms = [norm for norm in map(_finite_norm, grads) if norm is not None]
         if not norms:
             continue
         largest = max(norms)
         if metric == "norm":
-            results[node_id] = node_data.NodeDataResult(value=largest)
+            results[node_id] = largest
         elif largest > 0:
-            results[node_id] = node_data.NodeDataResult(value=math.log10(largest))
+            results[node_id] = math.log10(largest)
     if metric == "non_finite":
-        colours = {
-            "thresholds": [
-                node_data.ThresholdItem(value=0, bgColor=GRAD_COLORS[0]),
-                node_data.ThresholdItem(value=1, bgColor=GRAD_BAD_COLOR, textColor="#ffffff"),
-            ]
-        }
+        colours = _classes(node_data, {0: (GRAD_COLORS[0], None), 1: (GRAD_BAD_COLOR, "#ffffff")})
     else:
-        last = len(GRAD_COLORS) - 1
-        colours = {
-            "gradient": [
-                node_data.GradientItem(stop=step / last, bgColor=colour, textColor="#ffffff" if step > last // 2 else None)
-                for step, colour in enumerate(GRAD_COLORS)
-            ]
-        }
-    graph_data = node_data.GraphNodeData(results=results, name=f"gradient {metric}", **colours)
-    return node_data.ModelNodeData(graphsData={GRAPH_ID: graph_data})
+        colours = _colour_scale(node_data)
+    return _model_node_data(node_data, graph_id, f"gradient {metric}", results, colours)
+
+
+def _mark_value(metric: str, attributes: Mapping[str, Any]) -> float | None:
+    """A node's value in a mark metric, ``None`` for none."""
+    if metric == "nonfinite":
+        return NONFINITE_VALUES.get(attributes.get("nonfinite", "finite"))
+    if metric == "diff":
+        return DIFF_VALUES.get(attributes.get("diff"))  # type: ignore[arg-type]
+    value = attributes.get(_MARK_ATTRIBUTE.get(metric, metric))
+    if type(value) is not int:
+        return None
+    if metric == "saved_bytes_held":
+        shared = attributes.get("saved_bytes_shared", 0)
+        value += shared if type(shared) is int else 0
+    return value
+
+
+def _mark_colours(node_data: Any, metric: str) -> dict[str, list[Any]]:
+    if metric == "nonfinite":
+        origin = MARK_STYLES["nonfinite"]
+        return _classes(node_data, {0: (GRAD_COLORS[0], None), 1: (origin.fill, None), 2: (origin.stroke, "#ffffff")})
+    if metric == "diff":
+        same = STYLES["backward"]
+        return _classes(
+            node_data,
+            {DIFF_VALUES[state]: (same.fill if state == "same" else MARK_STYLES[state].fill, None) for state in DIFF_VALUES},
+        )
+    return _colour_scale(node_data)
+
+
+def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID) -> ModelNodeData:
+    """Model Explorer node data from a mark of the graph model (see `MARK_METRICS`).
+
+    ``nonfinite`` (a `gradexport.find_nonfinite` report's ``.graph``)
+    gives every node a value of `NONFINITE_VALUES`, shown in the reds
+    of the other diagrams, darkest where the NaN or Inf started. ``diff`` (a
+    `gradexport.diff` graph, or a pane of `diff_panes`) gives
+    every node a value of `DIFF_VALUES`, in the colours of the other
+    diagrams: grey same, orange changed, green added, red removed.
+    ``saved_bytes``, ``saved_bytes_held`` (a graph traced with ``saved=True``)
+    and ``exec_order`` (from `gradexport.record_gradients`,
+    `gradexport.replay` or `gradexport.find_nonfinite`) colour
+    nodes on the blue scale of the gradients, smallest to largest. Model
+    Explorer shows each layer's aggregate: the sum of ``saved_bytes`` is the
+    layer's share of the saved memory.
+
+    Args:
+        source: A graph (or a stream of one) whose nodes carry the metric's attribute.
+        metric: A key of `MARK_METRICS`.
+        graph_id: The id of the graph in Model Explorer (as written).
+
+    Returns:
+        A ``model_explorer.node_data_builder.ModelNodeData``, as `gradient_node_data`'s.
+
+    Raises:
+        ValueError: an unknown metric, or a graph without the mark.
+        ModelExplorerNotInstalledError: Model Explorer is not installed.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
+        >>> report = gradexport.find_nonfinite(x.sqrt().sum(), params={"x": x})
+        >>> data = mark_node_data(report.graph, "nonfinite").graphsData["backward"]
+        >>> {report.graph.nodes[node]["op"]: result.value for node, result in data.results.items() if node != "n0"}
+        {'SumBackward0': 0, 'SqrtBackward0': 2, 'AccumulateGrad': 1}
+    """
+    if metric not in MARK_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(MARK_METRICS)}, got {metric!r}")
+    node_data = _model_explorer().node_data_builder
+    attribute = _MARK_ATTRIBUTE.get(metric, metric)
+    results: dict[str, float] = {}
+    marked = False
+    for node, attributes, _ in adjacency(source):
+        marked = marked or attribute in attributes
+        value = _mark_value(metric, attributes)
+        if value is not None:
+            results[node if isinstance(node, str) else element_id(node)] = value
+    if not marked:
+        raise ValueError(f"no node has the attribute {attribute!r}: {MARK_METRICS[metric]} needs it ({_MAKERS[metric]})")
+    return _model_node_data(node_data, graph_id, metric, results, _mark_colours(node_data, metric))
+
+
+#: What puts each mark on a graph, for the error of a graph without it.
+_MAKERS = {
+    "exec_order": "gradexport.record_gradients, replay or find_nonfinite",
+    "saved_bytes": "trace with saved=True",
+    "saved_bytes_held": "trace with saved=True",
+    "nonfinite": "the .graph of gradexport.find_nonfinite's report",
+    "diff": "gradexport.diff",
+}
+
+#: The order `node_data_for` adds metrics in: Model Explorer shows the last one added.
+_SHOWN_LAST = ("exec_order", "saved_bytes_held", "saved_bytes", "nonfinite", "diff")
+
+
+def node_data_for(graph: nx.MultiDiGraph, *, graph_id: str = GRAPH_ID) -> dict[str, ModelNodeData]:
+    """Every node data that ``graph`` can give, by name, the most telling last.
+
+    The gradient metrics (``gradient log10_norm``...) when it has ``grad``
+    records, and each mark metric whose attribute some node has. Model
+    Explorer colours by the last node data added: the ``diff``, else the
+    ``nonfinite`` marks, else ``saved_bytes``, else ``gradient log10_norm``
+    (``exec_order`` only when it is all there is).
+
+    Raises:
+        ModelExplorerNotInstalledError: Model Explorer is not installed.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> list(node_data_for(gradexport.record_gradients((x * 2).sum())))
+        ['exec_order', 'gradient non_finite', 'gradient norm', 'gradient log10_norm']
+    """
+    found: dict[str, ModelNodeData] = {}
+    present = {name for _, attributes in graph.nodes(data=True) for name in attributes}
+    metrics = [metric for metric in _SHOWN_LAST if _MARK_ATTRIBUTE.get(metric, metric) in present]
+    if metrics[:1] == ["exec_order"]:
+        found["exec_order"] = mark_node_data(graph, "exec_order", graph_id=graph_id)
+        metrics = metrics[1:]
+    received = _received(graph)
+    if received:
+        for metric in reversed(GRADIENT_METRICS):
+            found[f"gradient {metric}"] = _gradient_node_data(received, metric, graph_id)
+    for metric in metrics:
+        found[metric] = mark_node_data(graph, metric, graph_id=graph_id)
+    return found
+
+
+def diff_panes(merged: nx.MultiDiGraph, a: nx.MultiDiGraph, b: nx.MultiDiGraph) -> tuple[nx.MultiDiGraph, nx.MultiDiGraph]:
+    """The two sides of ``merged = gradexport.diff(a, b)``, for two panes that sync by node id.
+
+    Each pane is the graph itself (``a`` or ``b``: its own attributes,
+    edges and graph attributes) with its nodes renamed to the ids of
+    ``merged``, so a node and its counterpart have the same id in both panes
+    (Model Explorer's "match node id" navigation follows it), and with the
+    diff's marks copied onto it: ``diff``, ``changes``, ``a_id``, ``b_id``,
+    ``replaces``/``replaced_by`` on nodes, ``diff``/``changes`` on edges.
+    Pane ``a`` holds the same, changed and removed nodes; pane ``b`` the
+    same, changed and added ones. The graph attribute ``diff`` holds the
+    counts; ``roots`` and ``nonfinite`` name the renamed ids.
+
+    Args:
+        merged: The result of `gradexport.diff` ``(a, b)``.
+        a: The graph before, as given to it.
+        b: The graph after.
+
+    Raises:
+        ValueError: ``merged`` is not the diff of these graphs.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.ones(3, requires_grad=True)
+        >>> a, b = gradexport.to_networkx((x * 2).sum()), gradexport.to_networkx((x * 2).exp().sum())
+        >>> pane_a, pane_b = diff_panes(gradexport.diff(a, b), a, b)
+        >>> [(node, data["diff"]) for node, data in pane_b.nodes(data=True)]
+        [('n0', 'same'), ('n1', 'same'), ('n2', 'added'), ('n3', 'same'), ('n4', 'same')]
+        >>> [(node, data["diff"]) for node, data in pane_a.nodes(data=True)]
+        [('n0', 'same'), ('n1', 'same'), ('n3', 'same'), ('n4', 'same')]
+    """
+    return _pane(merged, a, "a_id", "added"), _pane(merged, b, "b_id", "removed")
+
+
+_NODE_MARKS = ("diff", "changes", "a_id", "b_id", "replaces", "replaced_by")
+_EDGE_MARKS = ("diff", "changes")
+
+
+def _pane(merged: nx.MultiDiGraph, side: nx.MultiDiGraph, id_key: str, other_only: str) -> nx.MultiDiGraph:
+    import networkx as nx
+
+    mismatch = f"the diff does not match the graph given as {id_key[0]}: diff_panes takes diff(a, b), a, b"
+    renamed = {data[id_key]: node for node, data in merged.nodes(data=True) if id_key in data}
+    if set(renamed) != set(side.nodes):
+        raise ValueError(mismatch)
+    index = 0 if id_key == "a_id" else 1
+    pane = nx.MultiDiGraph()
+    for node, data in side.nodes(data=True):
+        marks = merged.nodes[renamed[node]]
+        changes = marks.get("changes") or {}
+        if any(data.get(name) != (changes[name][index] if name in changes else marks.get(name)) for name in ("kind", "op")):
+            raise ValueError(mismatch)
+        pane.add_node(renamed[node], **{**data, **{name: marks[name] for name in _NODE_MARKS if name in marks}})
+    for source, target, key, data in side.edges(keys=True, data=True):
+        edge = (renamed[source], renamed[target], key)
+        marks = merged.edges[edge] if merged.has_edge(*edge) else {}
+        if marks.get("diff") == other_only:
+            raise ValueError(mismatch)
+        pane.add_edge(*edge, **{**data, **{name: marks[name] for name in _EDGE_MARKS if name in marks}})
+    pane.graph.update(side.graph)
+    if isinstance(side.graph.get("roots"), list):
+        pane.graph["roots"] = [dict(entry, node=renamed.get(entry.get("node"), entry.get("node"))) for entry in side.graph["roots"]]
+    if isinstance(side.graph.get("nonfinite"), list):
+        pane.graph["nonfinite"] = [renamed.get(node, node) for node in side.graph["nonfinite"]]
+    pane.graph["diff"] = merged.graph.get("diff")
+    return pane
