@@ -459,6 +459,10 @@ def _diff(argv: Sequence[str]) -> int:
     parser.add_argument("b", metavar="B", help="the same, for the other graph")
     parser.add_argument("-f", "--format", dest="formats", type=_formats, help="also draw the diff in these formats")
     parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder for --format's files (default: .)")
+    parser.add_argument(
+        "--model-explorer", action="store_true", help="also open A and B side by side in Model Explorer (pip install gradexport[explorer])"
+    )
+    parser.add_argument("--no-open", action="store_true", help="with --model-explorer: print the address instead of opening it")
     args = _parsed(parser, argv)
     if isinstance(args, int):
         return args
@@ -489,7 +493,8 @@ def _diff_graph(text: str, bar: Any) -> Any:
 def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     from .graph_diff import describe_diff, diff, differs
 
-    graph = diff(_diff_graph(args.a, bar), _diff_graph(args.b, bar))
+    first, second = _diff_graph(args.a, bar), _diff_graph(args.b, bar)
+    graph = diff(first, second)
     status = int(differs(graph))
     lines = [describe_diff(graph)]
     if args.formats:
@@ -498,6 +503,18 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         except (OSError, RuntimeError, ValueError) as error:
             raise _Failure(_one_line(error)) from None
         lines.extend(str(path) for path in paths.values())
+    if args.model_explorer:
+        from .explorer import serve_model_explorer_diff
+
+        print("\n".join(lines), flush=True)  # before the server blocks until Ctrl-C
+        bar.close()
+        try:
+            serve_model_explorer_diff(
+                first, second, labels=(f"a: {args.a}", f"b: {args.b}"), merged=graph, open_browser=not args.no_open
+            )
+        except (OSError, ImportError, ValueError) as error:
+            raise _Failure(_one_line(error)) from None
+        return status, []
     return status, lines
 
 

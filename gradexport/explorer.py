@@ -233,6 +233,7 @@ def serve_model_explorer_diff(
     b: Diffable,
     *,
     labels: tuple[str, str] = ("a", "b"),
+    merged: nx.MultiDiGraph | None = None,
     sync: bool = True,
     host: str = "127.0.0.1",
     port: int | None = None,
@@ -261,6 +262,7 @@ def serve_model_explorer_diff(
             graph, the path of a JSON file gradexport wrote, roots).
         b: The graph after.
         labels: The two collections' labels in Model Explorer's graph selector.
+        merged: `gradexport.diff(a, b)`, when the caller has it already (it is not computed again).
         sync: Turn on navigation sync by node id.
         host: As for `serve_model_explorer`.
         port: As for `serve_model_explorer`.
@@ -284,7 +286,7 @@ def serve_model_explorer_diff(
         raise ValueError(f"the two panes need different labels, got {labels[0]!r} twice")
     graph_a, graph_b = _as_graph(a, "a"), _as_graph(b, "b")
     port = _port(host, port)
-    panes = diff_panes(diff(graph_a, graph_b), graph_a, graph_b)
+    panes = diff_panes(diff(graph_a, graph_b) if merged is None else merged, graph_a, graph_b)
     folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
     config = _split_view_config(model_explorer, sync)
     try:

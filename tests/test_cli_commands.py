@@ -88,3 +88,18 @@ def test_view_writes_the_page_without_opening_it(targets, tmp_path, capsys, monk
     assert Path(capsys.readouterr().out.strip()) == page
     assert main(["view", f"{targets}:one_layer", "-o", str(page), "-q"]) == 0
     assert opened == [page.resolve().as_uri()]
+
+
+def test_diff_opens_both_graphs_in_model_explorer(targets, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("model_explorer", reason="the explorer extra is not installed")
+    served = {}
+
+    def serve(a, b, *, labels, merged, open_browser):
+        served.update(a=a, b=b, labels=labels, merged=merged, open_browser=open_browser)
+        return "http://127.0.0.1:1/"
+
+    monkeypatch.setattr("gradexport.explorer.serve_model_explorer_diff", serve)
+    assert main(["diff", f"{targets}:one_layer", f"{targets}:two_layers", "--model-explorer", "--no-open", "-f", "dot", "-o", str(tmp_path)]) == 1
+    assert served["open_browser"] is False and served["labels"][0].startswith("a: ") and (tmp_path / "diff.dot").is_file()
+    states = {state for _, state in served["merged"].nodes(data="diff")}
+    assert "added" in states and "added:" in capsys.readouterr().out
