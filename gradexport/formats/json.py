@@ -62,11 +62,12 @@ def generate_json(graph: GraphSource) -> Iterator[str]:
     its end.
     """
     source = Source.of(graph)
+    streamed = source.is_stream  # asked once: this loop runs once per node
     held_nodes: list[tuple[Any, dict[str, Any]]] = []
 
     def edge_records() -> Iterator[dict[str, Any]]:
         for node, attributes, out in source.records():
-            if source.is_stream:
+            if streamed:
                 held_nodes.append((node, attributes))
             for target, keyed in out.items():
                 for key, data in keyed.items():
@@ -75,7 +76,7 @@ def generate_json(graph: GraphSource) -> Iterator[str]:
     yield '{"directed":true,"edges":['
     yield from _comma_joined(edge_records())
     yield f'],"graph":{_ENCODER.encode(source.graph_attributes)},"multigraph":true,"nodes":['
-    nodes = held_nodes if source.graph is None else source.graph.nodes(data=True)
+    nodes = held_nodes if streamed else source.graph.nodes(data=True)
     yield from _comma_joined({**attributes, "id": node} for node, attributes in nodes)
     yield "]}\n"
 
