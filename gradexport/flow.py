@@ -34,7 +34,7 @@ import torch
 from .gradstats import gradient_summary
 from .graph import Params, Trace, trace
 from .roots import Roots
-from .starts import GradOutputs, start_gradients
+from .starts import GradOutputs, Start, start_gradients
 
 __all__ = ["GRAD_KEYS", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 

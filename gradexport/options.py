@@ -48,9 +48,9 @@ from typing import Any, TypedDict
 
 # The export functions type their keyword options with Unpack[ExportKeywords].
 if sys.version_info >= (3, 11):
-    from typing import Unpack
+    from typing import Unpack as Unpack
 else:  # pragma: no cover
-    from typing_extensions import Unpack
+    from typing_extensions import Unpack as Unpack
 
 __all__ = [
     "DIRECTIONS",
