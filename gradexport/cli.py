@@ -289,6 +289,12 @@ def _call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, t
     return split_result(result)
 
 
+def _no_graph(target: tuple[str, str], error: RootError) -> _Failure:
+    """The failure of a function whose result holds no autograd graph."""
+    location, name = target
+    return _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})")
+
+
 def _exit_call(error: SystemExit) -> str:
     """``sys.exit(3)``, as the user's code called it."""
     return f"sys.exit({'' if error.code is None else repr(error.code)})"
@@ -316,7 +322,7 @@ def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             **args.options,
         )
     except RootError as error:
-        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from error
+        raise _no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError) as error:
         raise _Failure(_one_line(error)) from error
     return 0, [] if args.quiet else [str(path) for path in paths.values()]
@@ -413,7 +419,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         page = Path(args.output) if args.output else Path(f"{stem}.html")
         paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)
     except RootError as error:
-        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+        raise _no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
         raise _Failure(_one_line(error)) from None
     address = paths["html"].resolve().as_uri()
@@ -442,7 +448,7 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     try:
         status, text = check_command(roots, params=params, module=module)
     except RootError as error:
-        raise _Failure(f"{location}:{name}() returned no autograd graph ({_flat(error)})") from None
+        raise _no_graph(args.target, error) from error
     except RuntimeError as error:  # backward itself failed (a graph freed already, say)
         raise _Failure(f"backward through {location}:{name}() raised {_one_line(error)}") from None
     return status, [text]
@@ -487,7 +493,7 @@ def _diff_graph(text: str, bar: Any) -> Any:
     try:
         return to_networkx(roots, params=params, module=module)
     except RootError as error:
-        raise _Failure(f"{text}() returned no autograd graph ({_flat(error)})") from None
+        raise _no_graph(target, error) from error
 
 
 def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:

@@ -59,7 +59,7 @@ from .formats.source import Source
 from .graph import GraphStream, gc_paused
 from .options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from .roots import Roots
-from .simplify import collapse
+from .simplify import collapse, has_modules
 
 if TYPE_CHECKING:
     import pydot
@@ -107,7 +107,7 @@ def prepare(
         source = Source(None, walk) if streams else Source(walk.to_networkx())
     if options.fold.folds:
         graph = source.whole("folding modules (depth=, fold_modules=)")
-        if all(path is None for _, path in graph.nodes(data="module")):
+        if not has_modules(graph):
             warnings.warn(
                 OptionWarning(
                     f"gradexport.{caller}: depth= and fold_modules= fold nothing, since no node of this graph has a "

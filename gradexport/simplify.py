@@ -43,7 +43,7 @@ import networkx as nx
 
 from .formats.mermaid import LIMITS as MERMAID_LIMITS
 
-__all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "hide", "module_depth", "only_reaching"]
+__all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "has_modules", "hide", "module_depth", "only_reaching"]
 
 #: Backward ops of views and reshapes: pure plumbing that `hide` can contract.
 VIEW_OPS = frozenset(
@@ -71,6 +71,11 @@ _EDGE_META = ("shape", "dtype", "device")
 
 class GraphTooLargeError(ValueError):
     """No collapse depth brings the graph within the budget."""
+
+
+def has_modules(graph: nx.MultiDiGraph) -> bool:
+    """Whether some node of ``graph`` knows its module (the graph was traced with ``module=`` in `gradexport.capture_modules`)."""
+    return any(path is not None for _, path in graph.nodes(data="module"))
 
 
 def module_depth(graph: nx.MultiDiGraph) -> int:
@@ -398,8 +403,8 @@ def fit(
 
     if within(graph):
         return graph
-    has_modules = any(path is not None for _, path in graph.nodes(data="module"))
-    if has_modules:
+    foldable = has_modules(graph)
+    if foldable:
         for depth in range(module_depth(graph), -1, -1):
             candidate = collapse(graph, depth)
             if within(candidate):
@@ -408,7 +413,7 @@ def fit(
     budget = ", ".join(f"{label} {value}" for label, value in (("nodes", max_nodes), ("edges", max_edges)) if value is not None)
     advice = (
         "even the model folded into one node is over budget: use only_reaching() or hide() first"
-        if has_modules
+        if foldable
         else "run the forward pass inside gradexport.capture_modules() and pass module=model so it can be collapsed, "
         "or use only_reaching()/hide()"
     )

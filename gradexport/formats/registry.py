@@ -130,10 +130,10 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
     limits. Each candidate is drawn once, and one with more edges than the
     limit not at all.
     """
-    from ..simplify import GraphTooLargeError, fit
+    from ..simplify import GraphTooLargeError, fit, has_modules
 
     graph = source.graph
-    if not options.fold.fit or graph is None or all(path is None for _, path in graph.nodes(data="module")):
+    if not options.fold.fit or graph is None or not has_modules(graph):
         return mermaid.to_mermaid(source, options.diagram)
     drawn: list[tuple[nx.MultiDiGraph, mermaid.MermaidText]] = []
 
