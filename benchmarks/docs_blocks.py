@@ -1,7 +1,7 @@
 """What running the docs' examples in a child process costs: ``python -m benchmarks.docs_blocks [--repeats N]``.
 
 Runs every ``gradexport`` block of ``docs/`` page by page, as the MkDocs plugin
-does, with :class:`gradexport.mkdocs_plugin.BlockRunner` isolated (one forked
+does, with :class:`gradexport.frontends.mkdocs.plugin.BlockRunner` isolated (one forked
 child serving all pages) and in-process, alternating the two so that load from
 other processes hits both alike. Prints, per page and in total, the best wall
 time of each mode, and the CPU time (this process and its waited children).
@@ -14,7 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from gradexport.mkdocs_plugin import BlockRunner, find_blocks
+from gradexport.frontends.mkdocs.blocks import find_blocks
+from gradexport.frontends.mkdocs.runner import BlockRunner
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -54,7 +54,7 @@ import torch
 from torch import nn
 
 import gradexport
-from gradexport.explorer import free_port
+from gradexport.frontends.model_explorer_server import free_port
 from gradexport.formats.json import write_json
 from gradexport.formats.model_explorer import (
     diff_panes,
@@ -64,7 +64,7 @@ from gradexport.formats.model_explorer import (
     to_model_explorer,
     write_model_explorer,
 )
-from gradexport.graph import GraphStream, gc_paused
+from gradexport.tracing.graph import GraphStream, gc_paused
 from tests.browser_fixtures import CHROMIUM, CHROMIUM_ARGS, block_outside
 
 RESULTS = Path(__file__).parent / "results"
@@ -74,7 +74,7 @@ SERVE = """
 import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import sys
-from gradexport.explorer import serve_model_explorer
+from gradexport.frontends.model_explorer_server import serve_model_explorer
 serve_model_explorer(sys.argv[1], port=int(sys.argv[2]), open_browser=False)
 """
 

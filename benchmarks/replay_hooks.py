@@ -1,7 +1,7 @@
 """``python -m benchmarks.replay_hooks``: what running the tensor-hook step before every node costs replay.
 
 :func:`gradexport.replay` hands each node's gradients to the engine's tensor-hook
-step (:func:`gradexport._torch.run_tensor_hooks`) before calling it, so that
+step (:func:`gradexport.tracing._torch.run_tensor_hooks`) before calling it, so that
 hooks on intermediate tensors run as under ``backward()``. This times a replay
 of a chain with that step and with it replaced by the identity (what replay did
 before), and the step alone on one node. Each figure is the minimum over
@@ -24,7 +24,8 @@ from typing import Any
 import torch
 
 import gradexport
-from gradexport import _torch, backward_replay
+from gradexport.backward import replay as backward_replay
+from gradexport.tracing import _torch
 
 
 def _chain(length: int) -> torch.Tensor:

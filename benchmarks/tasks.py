@@ -29,7 +29,7 @@ import torch
 import torchviz
 
 import gradexport
-from gradexport.graph import GraphStream
+from gradexport.tracing.graph import GraphStream
 
 __all__ = ["TASKS", "Subject", "Task", "walk", "walk_multidigraph"]
 

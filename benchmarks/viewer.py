@@ -43,7 +43,7 @@ from torch import nn
 
 import gradexport
 from gradexport.formats.html import to_html, viewer_bundle, write_html
-from gradexport.graph import gc_paused
+from gradexport.tracing.graph import gc_paused
 
 from .generators import deep_chain
 

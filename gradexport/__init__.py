@@ -8,76 +8,107 @@ Examples:
     4
 """
 
-from .backward_replay import Replay, ReplayError, ReplayStart, ReplayStep, replay
-from .export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
-from .flow import record_gradients
-from .formats import (
+from .backward.replay import Replay, ReplayStart, ReplayStep, replay
+from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
+from .backward.record_gradients import record_gradients
+from .core.errors import (
+    ArgumentKeyError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    DeepGraphWarning,
+    ExampleError,
+    GradexportError,
+    GradexportWarning,
     GraphFormatError,
+    GraphTooLargeError,
     GraphvizNotFoundError,
     MermaidSizeWarning,
+    MissingFileError,
+    ModelExplorerNotInstalledError,
+    OptionWarning,
     OutputError,
     RenderError,
-    from_json,
+    ReplayError,
+    RootError,
+    ServerError,
+    StartGradientError,
+    StreamConsumedError,
+    ViewerTooLargeError,
 )
-from .graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
-from .modules import capture_modules
-from .options import DiagramOptions, ExportOptions, FoldOptions, OptionWarning, RenderOptions, TraceOptions
-from .notebook import GraphView, show
-from .roots import Root, RootError, collect_roots
-from .simplify import VIEW_OPS, GraphTooLargeError, collapse, fit, hide, only_reaching
-from .stack import run_with_large_stack
-from .nonfinite import NonfiniteReport, find_nonfinite
-from .memory import SavedMemory, saved_memory
-from .graph_diff import describe_diff, diff
+from .formats import from_json
+from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
+from .tracing.modules import capture_modules
+from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
+from .frontends.notebook import GraphView, show
+from .tracing.roots import Root, collect_roots
+from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
+from .tracing.stack import run_with_large_stack
+from .backward.nonfinite import NonfiniteReport, find_nonfinite
+from .analysis.memory import SavedMemory, saved_memory
+from .analysis.diff import describe_diff
+from .api.diff import diff
 
 __all__ = [
+    "ArgumentKeyError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "capture_modules",
+    "collapse",
+    "collect_roots",
+    "DeepGraphWarning",
+    "describe_diff",
+    "DiagramOptions",
+    "diff",
+    "ExampleError",
+    "ExportOptions",
+    "find_nonfinite",
+    "fit",
+    "FoldOptions",
+    "from_json",
+    "GradexportError",
+    "GradexportWarning",
+    "GraphFormatError",
     "GraphStream",
     "GraphTooLargeError",
+    "GraphView",
+    "GraphvizNotFoundError",
+    "hide",
     "KINDS",
-    "SPECIAL_KINDS",
-    "VIEW_OPS",
-    "Root",
-    "RootError",
+    "MermaidSizeWarning",
+    "MissingFileError",
+    "ModelExplorerNotInstalledError",
+    "NonfiniteReport",
+    "only_reaching",
+    "OptionWarning",
+    "OutputError",
+    "record_gradients",
+    "RenderError",
+    "RenderOptions",
     "Replay",
+    "replay",
     "ReplayError",
     "ReplayStart",
     "ReplayStep",
-    "capture_modules",
-    "collapse",
-    "fit",
-    "hide",
-    "only_reaching",
-    "record_gradients",
-    "replay",
-    "collect_roots",
+    "Root",
+    "RootError",
     "run_with_large_stack",
-    "to_networkx",
-    "DiagramOptions",
-    "ExportOptions",
-    "FoldOptions",
-    "OptionWarning",
-    "RenderOptions",
-    "TraceOptions",
-    "GraphView",
-    "GraphFormatError",
-    "GraphvizNotFoundError",
-    "MermaidSizeWarning",
-    "OutputError",
-    "RenderError",
-    "from_json",
+    "saved_memory",
+    "SavedMemory",
+    "ServerError",
     "show",
+    "SPECIAL_KINDS",
+    "StartGradientError",
+    "StreamConsumedError",
     "to_dot",
     "to_html",
     "to_json",
     "to_mermaid",
     "to_model_explorer",
+    "to_networkx",
     "to_pydot",
     "to_svg",
+    "TraceOptions",
+    "VIEW_OPS",
+    "ViewerTooLargeError",
     "write",
-    "NonfiniteReport",
-    "find_nonfinite",
-    "SavedMemory",
-    "saved_memory",
-    "describe_diff",
-    "diff",
 ]

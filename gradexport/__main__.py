@@ -1,5 +1,5 @@
-"""``python -m gradexport``: the command line of `gradexport.cli`."""
+"""``python -m gradexport``: the command line of `gradexport.frontends.cli`."""
 
-from .cli import main
+from .frontends.cli import main
 
 raise SystemExit(main())

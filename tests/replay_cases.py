@@ -14,7 +14,7 @@ import torch
 from cases import Case
 from torch import nn
 
-from gradexport.roots import collect_roots
+from gradexport.tracing.roots import collect_roots
 
 
 def grad_outputs_for(roots: Any, seed: int = 1) -> list[torch.Tensor | None]:

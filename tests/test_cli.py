@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gradexport.cli import main
+from gradexport.frontends.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 MAKEFILE_COMMAND = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradexport.cli import main
+from gradexport.frontends.cli import main
 
 TARGETS = '''
 import torch
@@ -98,7 +98,7 @@ def test_diff_opens_both_graphs_in_model_explorer(targets, tmp_path, capsys, mon
         served.update(a=a, b=b, labels=labels, merged=merged, open_browser=open_browser)
         return "http://127.0.0.1:1/"
 
-    monkeypatch.setattr("gradexport.explorer.serve_model_explorer_diff", serve)
+    monkeypatch.setattr("gradexport.frontends.model_explorer_server.serve_model_explorer_diff", serve)
     assert main(["diff", f"{targets}:one_layer", f"{targets}:two_layers", "--model-explorer", "--no-open", "-f", "dot", "-o", str(tmp_path)]) == 1
     assert served["open_browser"] is False and served["labels"][0].startswith("a: ") and (tmp_path / "diff.dot").is_file()
     states = {state for _, state in served["merged"].nodes(data="diff")}

@@ -11,7 +11,7 @@ from replay_cases import REPLAY_CASES, grad_outputs_for
 from torch.autograd.graph import GradientEdge, Node
 
 import gradexport
-from gradexport.graph import trace
+from gradexport.tracing.graph import trace
 
 # Not here: "compiled" (slow; the engine's order inside it is its own) and "freed_buffers" (backward fails).
 ORDER_CASES = {name: build for name, build in {**CASES, **REPLAY_CASES}.items() if name not in {"compiled", "freed_buffers"}}

@@ -18,8 +18,8 @@ from replay_cases import (
 from torch.autograd.graph import GradientEdge, Node
 
 import gradexport
-from gradexport.flow import GRAD_KEYS
-from gradexport.graph import trace
+from gradexport.core.marks import GRAD_KEYS
+from gradexport.tracing.graph import trace
 
 EVERY_VALUE = 10**6
 

@@ -14,8 +14,8 @@ from cases import CASES, Case, Cube, deep_chain, multi_output
 from torch import nn
 
 import gradexport
-from gradexport.graph import trace
-from gradexport.roots import collect_roots
+from gradexport.tracing.graph import trace
+from gradexport.tracing.roots import collect_roots
 
 
 def torch_walk(starts: list[torch.autograd.graph.Node]) -> list[torch.autograd.graph.Node]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import gradexport
 from gradexport.formats import GraphFormatError, from_json, to_dot, to_json, to_mermaid
-from gradexport.simplify import collapse, hide, module_depth
+from gradexport.analysis.simplify import collapse, hide, module_depth
 
 
 def assert_equal_graphs(left: nx.MultiDiGraph, right: nx.MultiDiGraph) -> None:

@@ -12,7 +12,7 @@ from format_fixtures import mermaid_shown, needs_mermaid, parse_mermaid
 from torch import nn
 
 import gradexport
-from gradexport.cli import main
+from gradexport.frontends.cli import main
 from gradexport.formats import MermaidSizeWarning
 
 ENCODER_CODE = """

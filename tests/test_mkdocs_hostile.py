@@ -13,7 +13,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import Abort
 from test_mkdocs_plugin import build_error, build_site, make_site
 
-from gradexport.mkdocs_plugin import find_blocks
+from gradexport.frontends.mkdocs.blocks import find_blocks
 
 
 def with_options(config: Path, **options: object) -> Path:

@@ -13,8 +13,9 @@ from mkdocs.commands.build import build
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, PluginError
 
-from gradexport import mkdocs_plugin
-from gradexport.mkdocs_plugin import find_blocks, parse_options
+import gradexport
+from gradexport.frontends.mkdocs import plugin as mkdocs_plugin
+from gradexport.frontends.mkdocs.blocks import find_blocks, parse_options
 
 REPO = Path(__file__).resolve().parents[1]
 MERMAID_JS = REPO / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
@@ -82,7 +83,7 @@ def test_blocks_inside_other_fences_are_text():
         ('colour="red"', "unknown option 'colour=red'"),
         ("direction", "unknown option 'direction'"),
         ('show="code picture"', "each part must be one of code, output, diagram"),
-        ('formats="png"', "give one or both of mermaid, svg"),
+        ('formats="png"', "give one or more of mermaid, svg, html, dot, json, each once"),
         ('show="code', "cannot read the options"),
     ],
 )
@@ -167,7 +168,7 @@ def test_failing_block_stops_the_build_with_page_line_and_traceback(tmp_path, ca
     assert f'File "{(tmp_path / "docs" / "guide" / "page.md").resolve()}", line 6' in message
     assert "loss = (w * missing_name).sum()" in message  # the traceback quotes the Markdown line
     assert message.rstrip().endswith("NameError: name 'missing_name' is not defined")
-    assert "mkdocs_plugin.py" not in message  # only the example's own frames
+    assert "frontends/mkdocs" not in message  # only the example's own frames
 
 
 def test_a_value_that_is_not_a_graph_root_fails_clearly(tmp_path, caplog):
@@ -237,4 +238,4 @@ def test_serve_watches_the_library():
 
     server = Server()
     assert mkdocs_plugin.GradexportPlugin().on_serve(server, config=None, builder=None) is server
-    assert server.watched == [str(Path(mkdocs_plugin.__file__).resolve().parent)]
+    assert server.watched == [str(Path(gradexport.__file__).resolve().parent)]

@@ -33,8 +33,8 @@ from gradexport.formats.model_explorer import (
     write_model_explorer,
 )
 from gradexport.formats.styles import MARK_STYLES
-from gradexport.graph import GraphStream
-from gradexport.options import DiagramOptions
+from gradexport.tracing.graph import GraphStream
+from gradexport.core.options import DiagramOptions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -247,19 +247,19 @@ def test_without_model_explorer_a_clear_error(monkeypatch: pytest.MonkeyPatch, t
         writer.write_model_explorer(graph, tmp_path / "graph.me.json")
     assert not (tmp_path / "graph.me.json").exists()
     with pytest.raises(writer.ModelExplorerNotInstalledError):
-        importlib.import_module("gradexport.explorer").serve_model_explorer(graph, open_browser=False)
+        importlib.import_module("gradexport.frontends.model_explorer_server").serve_model_explorer(graph, open_browser=False)
     importlib.import_module("gradexport").write(graph, tmp_path, "json")  # everything else works
 
 
 def test_importing_gradexport_does_not_import_model_explorer() -> None:
-    code = "import sys, gradexport, gradexport.explorer, gradexport.formats.model_explorer; print('model_explorer' in sys.modules)"
+    code = "import sys, gradexport, gradexport.frontends.model_explorer_server, gradexport.formats.model_explorer; print('model_explorer' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert result.stdout.strip() == "False"
 
 
 @needs_explorer
 def test_serve_refuses_what_it_cannot_serve(tmp_path: Path) -> None:
-    from gradexport.explorer import serve_model_explorer
+    from gradexport.frontends.model_explorer_server import serve_model_explorer
 
     with pytest.raises(FileNotFoundError, match="no Model Explorer graph file"):
         serve_model_explorer(tmp_path / "missing.me.json", open_browser=False)
@@ -421,7 +421,7 @@ def test_diff_panes_are_each_graph_marked() -> None:
 def test_serve_offers_every_node_data_and_the_diff_two_panes(monkeypatch: pytest.MonkeyPatch) -> None:
     import model_explorer
 
-    from gradexport.explorer import serve_model_explorer, serve_model_explorer_diff
+    from gradexport.frontends.model_explorer_server import serve_model_explorer, serve_model_explorer_diff
 
     configs: list[Any] = []
     monkeypatch.setattr(model_explorer, "visualize_from_config", lambda config, **_: configs.append(config))

@@ -33,7 +33,7 @@ import torch
 from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
 
 import gradexport
-from gradexport.explorer import free_port
+from gradexport.frontends.model_explorer_server import free_port
 from gradexport.formats.model_explorer import DIFF_VALUES
 
 pytestmark = [
@@ -54,7 +54,7 @@ SERVE = """
 import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import pickle, sys
-from gradexport.explorer import serve_model_explorer
+from gradexport.frontends.model_explorer_server import serve_model_explorer
 with open(sys.argv[1], "rb") as file:
     graph = pickle.load(file)
 serve_model_explorer(graph, port=int(sys.argv[2]), open_browser=False)
@@ -65,7 +65,7 @@ SERVE_DIFF = """
 import signal
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import pickle, sys
-from gradexport.explorer import serve_model_explorer_diff
+from gradexport.frontends.model_explorer_server import serve_model_explorer_diff
 with open(sys.argv[1], "rb") as file:
     a, b = pickle.load(file)
 serve_model_explorer_diff(a, b, labels=("before", "after"), port=int(sys.argv[2]), open_browser=False)

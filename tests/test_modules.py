@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import gradexport
-from gradexport.simplify import VIEW_OPS, module_depth
+from gradexport.analysis.simplify import VIEW_OPS, module_depth
 
 
 class SmallCNN(nn.Module):
@@ -144,7 +144,7 @@ def test_capture_removes_its_hooks_even_on_error() -> None:
     with pytest.raises(RuntimeError), gradexport.capture_modules():
         model(torch.randn(3, 5))
     output = model(torch.randn(1, 2))
-    assert gradexport.modules.METADATA_KEY not in output.grad_fn.metadata
+    assert gradexport.tracing.modules.METADATA_KEY not in output.grad_fn.metadata
 
 
 def kept_reachability(original: nx.MultiDiGraph, reduced: nx.MultiDiGraph) -> None:

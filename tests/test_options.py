@@ -13,12 +13,13 @@ import torch
 
 import gradexport
 from gradexport import GraphStream
-from gradexport.cli import main
-from gradexport.export import prepare
-from gradexport.formats import registry
-from gradexport.formats.registry import FORMATS, Format, register
-from gradexport.mkdocs_plugin import find_blocks, run_blocks
-from gradexport.options import ExportKeywords, ExportOptions, OptionWarning, option_table
+from gradexport.frontends.cli import main
+from gradexport.api.export import prepare
+from gradexport.api import registry
+from gradexport.api.registry import FORMATS, Format, register
+from gradexport.frontends.mkdocs.blocks import find_blocks
+from gradexport.frontends.mkdocs.runner import run_blocks
+from gradexport.core.options import ExportKeywords, ExportOptions, OptionWarning, option_table
 
 
 @pytest.fixture
@@ -79,13 +80,13 @@ def test_an_option_that_applies_to_one_of_several_formats_is_taken(blog, tmp_pat
 
 
 def test_options_read_from_text_are_checked_like_keywords():
-    assert ExportOptions.from_text({"depth": "2", "direction": "rl"}, formats=["svg"]).fold.depth == 2
+    assert ExportOptions.from_text({"depth": "2", "direction": "rl"}, formats=["svg"], diagram_formats=["svg"]).fold.depth == 2
     with pytest.raises(ValueError, match="depth='two': expected a whole number"):
-        ExportOptions.from_text({"depth": "two"}, formats=["svg"])
+        ExportOptions.from_text({"depth": "two"}, formats=["svg"], diagram_formats=["svg"])
     with pytest.raises(TypeError, match="module can only be given from Python"):
-        ExportOptions.from_text({"module": "model"}, formats=["svg"])
+        ExportOptions.from_text({"module": "model"}, formats=["svg"], diagram_formats=["svg"])
     with pytest.raises(ValueError, match="depth must be a whole number"):
-        ExportOptions.from_keywords({"depth": -1}, formats=["dot"], from_roots=True)
+        registry.read_options({"depth": -1}, formats=["dot"], from_roots=True)
 
 
 def test_edge_shapes_on_a_graph_without_them_warns_with_the_fix(blog):
@@ -138,7 +139,7 @@ def test_one_trace_per_call_whatever_the_formats(blog, tmp_path, monkeypatch):
     traced = []
     # The plugin's tests may have re-imported the library (as `mkdocs serve` does): count on the modules in use now.
     current = importlib.import_module("gradexport")
-    stream_class = importlib.import_module("gradexport.export").GraphStream
+    stream_class = importlib.import_module("gradexport.api.export").GraphStream
     original = stream_class.__init__
 
     def counting(self, *args, **kwargs):
@@ -169,8 +170,8 @@ def test_one_streaming_format_is_drawn_while_walked(blog, tmp_path, monkeypatch)
 
 def test_a_format_registered_once_reaches_write_and_the_command_line(blog, tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "FORMATS", dict(FORMATS))
-    monkeypatch.setattr(gradexport.export, "FORMATS", registry.FORMATS)
-    monkeypatch.setattr(gradexport.cli, "FORMATS", registry.FORMATS)
+    monkeypatch.setattr(gradexport.api.export, "FORMATS", registry.FORMATS)
+    monkeypatch.setattr(gradexport.frontends.cli, "FORMATS", registry.FORMATS)
     register(Format("edges", ".edges", "one line per edge", text=_edge_lines, diagram=False))
     roots, params = blog
     paths = gradexport.write(roots, tmp_path, "edges,dot", params=params)
@@ -219,7 +220,7 @@ def test_fold_modules_folds_by_name_in_every_entry_point(tmp_path, monkeypatch, 
     folded = gradexport.collapse(graph, modules=["1"])
     assert [data["module"] for _, data in folded.nodes(data=True) if data["kind"] == "module"] == ["1"]
     assert gradexport.to_dot(loss, module=model, fold_modules="1") == gradexport.to_dot(folded)
-    assert ExportOptions.from_text({"fold_modules": "1, 0"}, formats=["dot"]).fold.fold_modules == ("1", "0")
+    assert ExportOptions.from_text({"fold_modules": "1, 0"}, formats=["dot"], diagram_formats=["dot"]).fold.fold_modules == ("1", "0")
     monkeypatch.setattr(sys, "path", list(sys.path))
     user = tmp_path / "user.py"
     user.write_text(

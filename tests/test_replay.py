@@ -16,8 +16,8 @@ from torch.autograd.function import once_differentiable
 from torch.autograd.graph import GradientEdge
 
 import gradexport
-from gradexport.graph import trace
-from gradexport.roots import collect_roots
+from gradexport.tracing.graph import trace
+from gradexport.tracing.roots import collect_roots
 
 ALL_CASES: dict[str, Callable[[], Case]] = {**CASES, **REPLAY_CASES}
 

@@ -184,4 +184,4 @@ def test_the_hook_step_benchmark_runs() -> None:
     figures = measure(length=20, repeats=1)
     assert set(figures) == {"replay", "replay without the hook step", "hook step alone"}
     assert all(value > 0 for value in figures.values())
-    assert gradexport.backward_replay.run_tensor_hooks is gradexport._torch.run_tensor_hooks  # put back
+    assert gradexport.backward.replay.run_tensor_hooks is gradexport.tracing._torch.run_tensor_hooks  # put back

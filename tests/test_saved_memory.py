@@ -12,7 +12,7 @@ from torch.autograd.graph import Node
 from torch.utils import checkpoint
 
 import gradexport
-from gradexport.graph import trace
+from gradexport.tracing.graph import trace
 
 
 def storage_bytes(*tensors: torch.Tensor) -> int:

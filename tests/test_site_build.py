@@ -9,7 +9,7 @@ import re
 import torch
 from site_fixtures import REPO, BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
-from gradexport.mkdocs_plugin import find_blocks
+from gradexport.frontends.mkdocs.blocks import find_blocks
 
 DOCS = REPO / "docs"
 MERMAID = re.compile(r'<pre class="mermaid"><code>(.*?)</code></pre>', re.S)
@@ -97,8 +97,8 @@ def test_api_reference_shows_the_public_api_as_written(built_site):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert not re.search(r"::[ \t]*$", text, re.MULTILINE), "an RST literal block (`text::`) leaked"
     assert not re.search(r":(func|class|meth|mod|data|attr|exc|obj):`", text), "a Sphinx role leaked"
-    for internal in ("GraphStream.discover", "GraphStream.none_node", "mkdocs_plugin.GradexportPlugin.on_startup",
-                     "mkdocs_plugin.run_blocks"):
+    for internal in ("GraphStream.discover", "GraphStream.none_node", "frontends.mkdocs.plugin.GradexportPlugin.on_startup",
+                     "frontends.mkdocs.runner.run_blocks"):
         assert f'id="gradexport.{internal}"' not in page, internal
     # Doctests are rendered as highlighted code, not as prose.
     assert page.count('<span class="gp">&gt;&gt;&gt; </span>') > 20

@@ -12,7 +12,7 @@ from format_fixtures import FORMAT_CASES
 
 import gradexport
 from gradexport.formats import DiagramOptions, dot, json, mermaid
-from gradexport.graph import GraphStream
+from gradexport.tracing.graph import GraphStream
 
 #: Diagram options that change what the stream must carry or what the writers draw from it.
 OPTION_SETS = [

@@ -1,7 +1,7 @@
-"""Every private torch API gradexport relies on (all wrapped in gradexport._torch), checked against torch itself.
+"""Every private torch API gradexport relies on (all wrapped in gradexport.tracing._torch), checked against torch itself.
 
 When one of these fails, torch changed the API that the assertion message
-names: fix the wrapper in gradexport/_torch.py, not its callers.
+names: fix the wrapper in gradexport/tracing/_torch.py, not its callers.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import torch
 from torch.autograd.graph import GradientEdge
 
 import gradexport
-from gradexport import _torch
+from gradexport.tracing import _torch
 
 
 def changed(api: str, what: str) -> str:
-    return f"torch changed {api}: {what} (gradexport/_torch.py wraps it)"
+    return f"torch changed {api}: {what} (gradexport/tracing/_torch.py wraps it)"
 
 
 def test_sequence_nr_is_creation_order_and_largest_for_accumulate_grad() -> None:
@@ -195,7 +195,7 @@ def test_tensor_leaves_flattens_model_outputs() -> None:
     assert [leaf.shape[0] for leaf in leaves] == [1, 2, 3], changed("torch.utils._pytree.tree_leaves", "order or coverage")
 
 
-#: Names of torch's private API that only gradexport/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
+#: Names of torch's private API that only gradexport/tracing/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
 PRIVATE_NAMES = {
     "_sequence_nr", "_get_sequence_nr", "_input_metadata", "_make_grads", "_backward_hooks", "hooks_dict_ref",
     "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict",
@@ -219,4 +219,4 @@ def test_no_other_module_touches_torch_internals() -> None:
                     offenders.append(f"{path.name}:{token.start[0]} {token.string}")
                 offenders += [f"{path.name}:{token.start[0]} {text!r}" for text in error_texts if text in token.string]
             previous = token.string
-    assert not offenders, f"private torch API outside gradexport/_torch.py (wrap it there): {offenders}"
+    assert not offenders, f"private torch API outside gradexport/tracing/_torch.py (wrap it there): {offenders}"

@@ -21,8 +21,8 @@ from torch import nn
 import gradexport
 from gradexport.formats import html as viewer_html
 from gradexport.formats.html import ViewerTooLargeError, notebook_iframe, to_html, write_html
-from gradexport.options import DiagramOptions
-from gradexport.graph import GraphStream, trace
+from gradexport.core.options import DiagramOptions
+from gradexport.tracing.graph import GraphStream, trace
 
 
 class _Scripts(html.parser.HTMLParser):

@@ -21,7 +21,7 @@ import gradexport
 from gradexport.formats.html import write_html
 from gradexport.formats.labels import DIFF_MARKS, byte_text, node_lines
 from gradexport.formats.styles import MARK_COLORS, MARK_STYLES
-from gradexport.options import DiagramOptions
+from gradexport.core.options import DiagramOptions
 
 pytestmark = pytest.mark.browser
 

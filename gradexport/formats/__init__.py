@@ -1,11 +1,13 @@
-"""Format writers: a `networkx.MultiDiGraph` of `gradexport.graph` in, text out.
+"""Format writers: a `networkx.MultiDiGraph` of `gradexport.tracing.graph` in, text out.
 
 One module per format, in NetworkX's readwrite style (``generate_*`` yields
 lines, ``to_*`` returns text, ``write_*`` writes a file atomically). Writers
 know nothing of torch; what a diagram shows is decided once, in
 `gradexport.formats.labels`, for DOT and Mermaid alike. Every writer
 also takes the same graph as a one-pass stream of adjacency records
-(`gradexport.formats.source`), and writes the same bytes for it.
+(`gradexport.core.source`), and writes the same bytes for it.
+
+May import: core.
 
 Examples:
     >>> import networkx as nx
@@ -19,7 +21,7 @@ Examples:
 from .dot import generate_dot, to_dot, to_pydot, write_dot
 from .files import OutputError, StagedFiles, atomic_open
 from .json import GraphFormatError, from_json, generate_json, read_json, to_json, write_json
-from ..options import DIRECTIONS, DiagramOptions
+from ..core.options import DIRECTIONS, DiagramOptions
 from .mermaid import MermaidSizeWarning, generate_mermaid, to_mermaid, write_mermaid
 from .svg import (
     GraphvizNotFoundError,

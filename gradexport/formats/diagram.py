@@ -1,8 +1,8 @@
 """What every diagram shows, as writer-neutral records: the projection of the graph model.
 
 The DOT, Mermaid and HTML writers differ only in syntax. `diagram`
-turns a graph of `gradexport.graph` (or a stream of it, see
-`gradexport.formats.source`) into `DiagramNode` records (id,
+turns a graph of `gradexport.tracing.graph` (or a stream of it, see
+`gradexport.core.source`) into `DiagramNode` records (id,
 label lines from `gradexport.formats.labels`, style from
 `gradexport.formats.styles`, module box, and the out-edges with their
 `EdgeLook`), so every writer shows the same thing:
@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..options import DiagramOptions
+from ..core.options import DiagramOptions
 from .labels import DIFF_MARKS, element_id, look_signature, module_title, node_class, node_lines, printable, tensor_text
-from .source import GraphSource, Source
+from ..core.source import GraphSource, Source
 from .styles import MARK_COLORS, GradScale
 
 __all__ = ["BoxEvent", "Cluster", "DiagramNode", "EdgeLook", "ModuleBoxes", "diagram", "drawn_none_slots"]

@@ -55,10 +55,11 @@ from itertools import chain
 from typing import IO, TYPE_CHECKING
 
 from .files import atomic_open
-from ..options import DiagramOptions
+from ..core.options import DiagramOptions
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
-from .source import GraphSource, Source
+from ..core.source import GraphSource, Source
 from .styles import FONT, STYLES
+from ..core.errors import RenderError
 
 if TYPE_CHECKING:
     import pydot
@@ -106,7 +107,7 @@ def quote(lines: Sequence[str]) -> str:
 
 
 def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> Iterator[str]:
-    """Yield the DOT text of ``graph`` (a graph or a stream, see `gradexport.formats.source`) line by line, without newlines.
+    """Yield the DOT text of ``graph`` (a graph or a stream, see `gradexport.core.source`) line by line, without newlines.
 
     Nodes come first, as the graph orders them (module boxes after the nodes
     outside any box), then the edges, which are held until the nodes are
@@ -181,5 +182,5 @@ def to_pydot(graph: GraphSource, options: DiagramOptions | None = None) -> pydot
 
     parsed = pydot.graph_from_dot_data(to_dot(graph, options))
     if not parsed:
-        raise ValueError("pydot could not parse the DOT text")  # a bug in this writer, never the user's input
+        raise RenderError("pydot could not parse the DOT text")  # a bug in this writer, never the user's input
     return parsed[0]

@@ -53,6 +53,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
+from ..core.errors import OutputError
 
 __all__ = ["OutputError", "StagedFiles", "atomic_open", "remove_stale_temporaries"]
 
@@ -65,10 +66,6 @@ _STALE_AGE = 24 * 3600
 _NAME_PART = 64
 #: Whether ``kill(pid, 0)`` tells if a process runs (on Windows it would end it).
 _CAN_PROBE_PIDS = os.name != "nt"
-
-
-class OutputError(OSError):
-    """A diagram file or its folder cannot be written (the message names the path and why)."""
 
 
 def _umask() -> int:

@@ -50,13 +50,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import IO, Any
 
-from ..options import DiagramOptions
-from ..simplify import GraphTooLargeError
+from ..core.options import DiagramOptions
 from .diagram import drawn_none_slots
 from .files import atomic_open
 from .labels import DIFF_MARKS, element_id, node_lines
-from .source import GraphSource, adjacency, graph_attributes
+from ..core.source import GraphSource, adjacency, graph_attributes
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
+from ..core.errors import ArgumentValueError, GradexportError, MissingFileError, ViewerTooLargeError
 
 __all__ = [
     "MAX_VIEWER_EDGES",
@@ -89,10 +89,6 @@ _MODEL_ID = re.compile("n[0-9]+").fullmatch
 _MARK_WORDS = {"nonfinite": node_lines({"nonfinite": "origin"}, False, False)[0], **DIFF_MARKS}
 
 
-class ViewerTooLargeError(GraphTooLargeError):
-    """The graph has more nodes or edges than a page can hold (the message gives the sizes and what to do)."""
-
-
 @lru_cache(maxsize=1)
 def viewer_bundle() -> str:
     """The viewer's script, as shipped in the package (``gradexport/viewer/viewer.bundle.js``).
@@ -104,17 +100,17 @@ def viewer_bundle() -> str:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as error:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"the viewer's script {path} is missing from this installation of gradexport; "
             "in a source checkout, build it with `npm ci && npm run build-viewer`"
         ) from error
     if "</script" in text.lower() or "<!--" in text:
-        raise ValueError(f"{path} contains '</script' or '<!--' and cannot be inlined in a page; rebuild it")
+        raise GradexportError(f"{path} contains '</script' or '<!--' and cannot be inlined in a page; rebuild it")
     return text
 
 
 def generate_html(source: GraphSource, options: DiagramOptions | None = None, *, title: str | None = None) -> Iterator[str]:
-    """Yield the page for ``source`` (a graph or a stream, see `gradexport.formats.source`) in chunks.
+    """Yield the page for ``source`` (a graph or a stream, see `gradexport.core.source`) in chunks.
 
     The whole source is read before the first chunk, so a graph over
     `MAX_VIEWER_NODES` or `MAX_VIEWER_EDGES` raises
@@ -188,7 +184,7 @@ def notebook_iframe(page: str, height: int = 640) -> str:
         '<iframe srcdoc="&lt;p title=&quot;a&quot;&gt;x&lt;/p&gt;" sandbox="allow-scripts" style="width: 100%; height: 200px; border: 0" title="autograd graph"></iframe>'
     """
     if not isinstance(height, int) or isinstance(height, bool) or height <= 0:
-        raise ValueError(f"notebook_iframe: height must be a positive number of pixels, got {height!r}")
+        raise ArgumentValueError(f"notebook_iframe: height must be a positive number of pixels, got {height!r}")
     return (
         f'<iframe srcdoc="{html.escape(page, quote=True)}" sandbox="allow-scripts" '
         f'style="width: 100%; height: {height}px; border: 0" title="autograd graph"></iframe>'
@@ -266,7 +262,7 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
             if target_index is None:
                 if hide_none:
                     continue  # an edge to a hidden None slot
-                raise ValueError(f"the graph has an edge to {target!r}, which is not one of its nodes")
+                raise ArgumentValueError(f"the graph has an edge to {target!r}, which is not one of its nodes")
         if hide_none and kinds[target_index] == "none":
             continue
         next_index = data.get("next_index")

@@ -3,7 +3,7 @@
 The document is `networkx.node_link_data` with edges under ``"edges"``:
 ``{"directed": true, "multigraph": true, "graph": {...}, "nodes": [{"id": "n0",
 ...}], "edges": [{"source": "n0", "target": "n1", "key": 0, ...}]}``, with every
-node, edge and graph attribute of `gradexport.graph`. Keys are sorted and
+node, edge and graph attribute of `gradexport.tracing.graph`. Keys are sorted and
 separators fixed, so the same graph always gives the same bytes. The text is
 ASCII (other characters as ``\\u`` escapes), so a name with any character,
 even a lone surrogate, survives a file. Non-finite floats (a NaN gradient
@@ -42,7 +42,9 @@ from typing import IO, Any
 import networkx as nx
 
 from .files import atomic_open
-from .source import KINDS, SPECIAL_KINDS, GraphSource, Source
+from ..core.kinds import KINDS, SPECIAL_KINDS
+from ..core.source import GraphSource, Source
+from ..core.errors import GraphFormatError
 
 __all__ = ["GraphFormatError", "from_json", "generate_json", "read_json", "to_json", "write_json"]
 
@@ -50,7 +52,7 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=
 
 
 def generate_json(graph: GraphSource) -> Iterator[str]:
-    """Yield the JSON text of ``graph`` (a graph or a stream, see `gradexport.formats.source`) in chunks, then a final newline.
+    """Yield the JSON text of ``graph`` (a graph or a stream, see `gradexport.core.source`) in chunks, then a final newline.
 
     The text is exactly ``json.dumps(networkx.node_link_data(graph,
     edges="edges"), sort_keys=True, separators=(",", ":"))``, produced a
@@ -117,23 +119,19 @@ def write_json(graph: GraphSource, path: str | os.PathLike[str] | IO[str]) -> No
         file.writelines(generate_json(graph))
 
 
-class GraphFormatError(ValueError):
-    """A JSON document is not a graph of `gradexport.graph`; the message gives the path to the bad field."""
-
-
 def from_json(text: str | bytes) -> nx.MultiDiGraph:
     """The graph that `to_json` wrote: same nodes, edges with keys, and attributes.
 
     Raises:
         GraphFormatError: when ``text`` is not JSON or does not fit the schema
-            of `gradexport.graph`; the message names the field.
+            of `gradexport.tracing.graph`; the message names the field.
 
     Examples:
         >>> node = '{"id": "n0", "kind": "leaf", "module": 5}'
         >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [' + node + '], "edges": []}')
         Traceback (most recent call last):
         ...
-        gradexport.formats.json.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
+        gradexport.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
     """
     try:
         data = json.loads(text)
@@ -306,7 +304,7 @@ _GRADIENT = _Record(
      "has_nan": bool, "has_inf": bool, "values": _Values}
 )
 _TENSOR_FIELDS = {"shape": _SHAPE, "dtype": str, "device": str}
-#: The documented attributes (gradexport.graph, .flow, .simplify) and their JSON types.
+#: The documented attributes (gradexport.tracing.graph, .flow, .simplify) and their JSON types.
 _NODE_FIELDS: dict[str, Any] = {
     "kind": frozenset((*KINDS, "module")),
     **_TENSOR_FIELDS,

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .source import is_model_id
+from ..core.kinds import is_model_id
 from .styles import NODE_STYLES
 
 __all__ = [

@@ -46,10 +46,12 @@ from itertools import chain
 from typing import IO, NamedTuple
 
 from .files import atomic_open
-from ..options import DiagramOptions
+from ..core.options import DiagramOptions
 from .diagram import DiagramNode, ModuleBoxes, diagram
 from .styles import MARK_STYLES, NODE_STYLES, STYLES
-from .source import GraphSource, Source
+from ..core.source import GraphSource, Source
+from ..core.errors import MermaidSizeWarning
+from ..core.limits import LIMITS, MermaidLimits
 
 __all__ = [
     "LIMITS",
@@ -65,25 +67,10 @@ __all__ = [
 ]
 
 
-class MermaidLimits(NamedTuple):
-    """The sizes above which mermaid.js refuses a diagram."""
-
-    #: ``maxTextSize``: the most characters (UTF-16 code units) of a diagram's text.
-    max_text_size: int = 50_000
-    #: ``maxEdges``: the most edges.
-    max_edges: int = 500
-
-
-#: mermaid.js's default limits, which a diagram cannot raise from its own text.
-LIMITS = MermaidLimits()
 #: mermaid.js's default ``maxTextSize``: longer diagrams are refused.
 MAX_TEXT_SIZE = LIMITS.max_text_size
 #: mermaid.js's default ``maxEdges``: diagrams with more edges are refused.
 MAX_EDGES = LIMITS.max_edges
-
-
-class MermaidSizeWarning(UserWarning):
-    """The diagram is larger than mermaid.js renders with its default limits."""
 
 
 _SHAPES = {

@@ -4,8 +4,8 @@ Google's Model Explorer (github.com/google-ai-edge/model-explorer;
 ``pip install gradexport[explorer]``) draws graphs of hundreds of thousands
 of nodes: namespaces become nested layers that open one level at a time, it
 renders with WebGL, shows every node's attributes and colours nodes by
-*node data*. `to_model_explorer` builds a graph of `gradexport.graph`
-(or a stream of it, see `gradexport.formats.source`) with Model
+*node data*. `to_model_explorer` builds a graph of `gradexport.tracing.graph`
+(or a stream of it, see `gradexport.core.source`) with Model
 Explorer's own classes (`model_explorer.graph_builder`), and
 `write_model_explorer` writes the JSON file that Model Explorer opens.
 
@@ -48,13 +48,13 @@ options do not apply: Model Explorer lays out top to bottom, roots first.
 
 `gradient_node_data` turns the ``grad`` records into Model Explorer
 node data, so that its colour scale shows where gradients vanish or explode;
-`mark_node_data` does the same for the marks of `gradexport.graph`
+`mark_node_data` does the same for the marks of `gradexport.tracing.graph`
 (``nonfinite``, ``saved_bytes``, ``exec_order``, ``diff``, see
 `MARK_METRICS`), and `node_data_for` gives every metric a graph
 has. Marked nodes (a non-finite origin, a diff's added, removed and changed
 nodes) also keep the colours of the other diagrams in their ``style``.
 `diff_panes` turns a `gradexport.diff` into the two graphs that
-Model Explorer puts side by side (see `gradexport.explorer.serve_model_explorer_diff`).
+Model Explorer puts side by side (see `gradexport.frontends.model_explorer_server.serve_model_explorer_diff`).
 
 Model Explorer is imported only when one of these functions runs; without it
 they raise `ModelExplorerNotInstalledError`.
@@ -81,11 +81,12 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
-from ..options import DiagramOptions
+from ..core.options import DiagramOptions
 from .files import atomic_open
 from .labels import element_id, node_class, printable
-from .source import GraphSource, adjacency, graph_attributes
+from ..core.source import GraphSource, adjacency, graph_attributes
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
+from ..core.errors import ArgumentValueError, ModelExplorerNotInstalledError
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -129,7 +130,7 @@ GRADIENT_METRICS = {
 #: Values of the ``nonfinite`` metric: where a NaN or Inf gradient started is the strongest.
 NONFINITE_VALUES = {"finite": 0, "reached": 1, "origin": 2}
 
-#: Values of the ``diff`` metric, one per `gradexport.graph_diff.DIFF_STATES`.
+#: Values of the ``diff`` metric, one per `gradexport.analysis.diff.DIFF_STATES`.
 DIFF_VALUES = {"same": 0, "changed": 1, "added": 2, "removed": 3}
 
 #: What `mark_node_data` can show, by name (each needs the node attribute of the same name).
@@ -148,10 +149,6 @@ _MARK_ATTRIBUTE = {"saved_bytes_held": "saved_bytes"}
 
 #: Edge attributes that the incoming edge itself carries.
 _EDGE_INDICES = ("next_index", "input_nr")
-
-
-class ModelExplorerNotInstalledError(ImportError):
-    """Model Explorer (the ``ai-edge-model-explorer`` package) is not installed."""
 
 
 def _model_explorer() -> Any:
@@ -499,11 +496,11 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm", *, graph
         {'n1': 1.0, 'n0': 1.0, 'n2': 1.414..., 'n3': 14.14...}
     """
     if metric not in GRADIENT_METRICS:
-        raise ValueError(f"metric must be one of {', '.join(GRADIENT_METRICS)}, got {metric!r}")
+        raise ArgumentValueError(f"metric must be one of {', '.join(GRADIENT_METRICS)}, got {metric!r}")
     _model_explorer()
     received = _received(source)
     if not received:
-        raise ValueError(
+        raise ArgumentValueError(
             "the graph has no gradient records: build it with gradexport.record_gradients to show gradients"
         )
     return _gradient_node_data(received, metric, graph_id)
@@ -596,7 +593,7 @@ def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID
         {'SumBackward0': 0, 'SqrtBackward0': 2, 'AccumulateGrad': 1}
     """
     if metric not in MARK_METRICS:
-        raise ValueError(f"metric must be one of {', '.join(MARK_METRICS)}, got {metric!r}")
+        raise ArgumentValueError(f"metric must be one of {', '.join(MARK_METRICS)}, got {metric!r}")
     node_data = _model_explorer().node_data_builder
     attribute = _MARK_ATTRIBUTE.get(metric, metric)
     results: dict[str, float] = {}
@@ -607,7 +604,7 @@ def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID
         if value is not None:
             results[node if isinstance(node, str) else element_id(node)] = value
     if not marked:
-        raise ValueError(f"no node has the attribute {attribute!r}: {MARK_METRICS[metric]} needs it ({_MAKERS[metric]})")
+        raise ArgumentValueError(f"no node has the attribute {attribute!r}: {MARK_METRICS[metric]} needs it ({_MAKERS[metric]})")
     return _model_node_data(node_data, graph_id, metric, results, _mark_colours(node_data, metric))
 
 
@@ -701,20 +698,20 @@ def _pane(merged: nx.MultiDiGraph, side: nx.MultiDiGraph, id_key: str, other_onl
     mismatch = f"the diff does not match the graph given as {id_key[0]}: diff_panes takes diff(a, b), a, b"
     renamed = {data[id_key]: node for node, data in merged.nodes(data=True) if id_key in data}
     if set(renamed) != set(side.nodes):
-        raise ValueError(mismatch)
+        raise ArgumentValueError(mismatch)
     index = 0 if id_key == "a_id" else 1
     pane = nx.MultiDiGraph()
     for node, data in side.nodes(data=True):
         marks = merged.nodes[renamed[node]]
         changes = marks.get("changes") or {}
         if any(data.get(name) != (changes[name][index] if name in changes else marks.get(name)) for name in ("kind", "op")):
-            raise ValueError(mismatch)
+            raise ArgumentValueError(mismatch)
         pane.add_node(renamed[node], **{**data, **{name: marks[name] for name in _NODE_MARKS if name in marks}})
     for source, target, key, data in side.edges(keys=True, data=True):
         edge = (renamed[source], renamed[target], key)
         marks = merged.edges[edge] if merged.has_edge(*edge) else {}
         if marks.get("diff") == other_only:
-            raise ValueError(mismatch)
+            raise ArgumentValueError(mismatch)
         pane.add_edge(*edge, **{**data, **{name: marks[name] for name in _EDGE_MARKS if name in marks}})
     pane.graph.update(side.graph)
     if isinstance(side.graph.get("roots"), list):

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .source import Source
+from ..core.source import Source
 
 __all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_COLORS", "MARK_COLORS", "MARK_STYLES", "NODE_STYLES", "STYLES", "GradScale", "NodeStyle", "is_bad"]
 

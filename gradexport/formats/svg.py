@@ -36,21 +36,14 @@ import networkx as nx
 
 from .dot import to_dot
 from .files import atomic_open
-from ..options import DiagramOptions
+from ..core.options import DiagramOptions
+from ..core.errors import GraphvizNotFoundError, RenderError
 
 __all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
 
 #: Environment variable naming the Graphviz program that renders SVG.
 ENV_VAR = "GRADEXPORT_DOT"
 _DEFAULT_PROGRAMS = ("dot", "graphviz-pure")
-
-
-class GraphvizNotFoundError(RuntimeError):
-    """No Graphviz program to render SVG; the message says how to install one."""
-
-
-class RenderError(RuntimeError):
-    """Graphviz ran but failed; the message carries what it printed."""
 
 
 def _which(program: str) -> str | None:

@@ -25,7 +25,7 @@ export class Graph {
     this.records = data.nodes;
     this.n = this.records.length;
     this.ids = data.ids || null;
-    // As gradexport.formats.source.Source.marked: a diff's or a non-finite report's graph.
+    // As gradexport.core.source.Source.marked: a diff's or a non-finite report's graph.
     const attributes = data.graph || {};
     this.marked = "diff" in attributes || "nonfinite" in attributes;
     this.index = new Map();

@@ -1,7 +1,7 @@
 """Where a non-finite gradient started: run a real backward and find the first node that made NaN or Inf.
 
 `find_nonfinite` runs `torch.autograd.backward` with a pre-hook
-and a post-hook on every node (see `gradexport.flow.run_observed`), so it
+and a post-hook on every node (see `gradexport.backward.record_gradients.run_observed`), so it
 sees exactly what the engine did: the gradient each node received, what it
 returned along each edge, and the order the engine called the nodes. An
 *origin* is a node that returned a non-finite gradient although everything
@@ -43,11 +43,11 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
-from .backward_replay import GradOutputs, start_gradients
-from .flow import record_flow
-from .graph import Params, trace
-from .roots import Roots
-from .saved import type_name
+from .replay import GradOutputs, start_gradients
+from .record_gradients import record_flow
+from ..tracing.graph import Params, trace
+from ..tracing.roots import Roots
+from ..tracing.saved import type_name
 
 __all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
 
@@ -143,7 +143,7 @@ class NonfiniteReport:
         graph: The graph of the pass: `gradexport.record_gradients`'s
             (``grad`` on edges, ``exec_order`` on nodes) with the marks
             ``nonfinite`` on nodes and edges and the graph attribute
-            ``nonfinite`` (see `gradexport.graph`); draw it with any writer.
+            ``nonfinite`` (see `gradexport.tracing.graph`); draw it with any writer.
         nodes_run: How many nodes the engine called.
     """
 

@@ -1,7 +1,7 @@
 """What holds the memory of a backward graph: the bytes of saved tensors, by node and by module.
 
 A graph built with ``saved=True`` carries, on every node, ``saved_bytes``
-and ``saved_bytes_shared`` (see `gradexport.graph`), and the graph
+and ``saved_bytes_shared`` (see `gradexport.tracing.graph`), and the graph
 attribute ``saved_bytes``, the total over distinct storages. A storage that
 several nodes keep alive (a ReLU's output saved by the ReLU and by the next
 matmul, a view of the input) counts once: in ``saved_bytes`` of the first
@@ -27,8 +27,9 @@ from typing import NamedTuple
 import networkx as nx
 import torch
 
-from .graph import Params, to_networkx
-from .roots import Roots
+from ..tracing.graph import Params, to_networkx
+from ..tracing.roots import Roots
+from ..core.errors import ArgumentValueError
 
 __all__ = ["NodeMemory", "SavedMemory", "saved_memory"]
 
@@ -101,13 +102,13 @@ def saved_memory(
         ValueError: for a graph built without ``saved=True``, or ``top < 1``.
     """
     if top < 1:
-        raise ValueError(f"saved_memory: top must be at least 1, got {top}")
+        raise ArgumentValueError(f"saved_memory: top must be at least 1, got {top}")
     if not isinstance(graph, nx.Graph):
         graph = to_networkx(graph, params=params, module=module, saved=True)
     elif params is not None or module is not None:
-        raise ValueError("saved_memory: params= and module= apply to roots; this graph is already built")
+        raise ArgumentValueError("saved_memory: params= and module= apply to roots; this graph is already built")
     if "saved_bytes" not in graph.graph:
-        raise ValueError(
+        raise ArgumentValueError(
             "saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, saved=True)"
         )
     entries = [

@@ -31,15 +31,12 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .gradstats import gradient_summary
-from .graph import Params, Trace, trace
-from .roots import Roots
-from .starts import GradOutputs, Start, start_gradients
+from .gradient_stats import gradient_summary
+from ..tracing.graph import Params, Trace, trace
+from ..tracing.roots import Roots
+from .start_gradients import GradOutputs, Start, start_gradients
 
-__all__ = ["GRAD_KEYS", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
-
-#: Keys of the edge attribute ``grad`` (plus ``"values"`` for small tensors).
-GRAD_KEYS = ("shape", "dtype", "norm", "min", "max", "has_nan", "has_inf")
+__all__ = ["PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 
 
 def record_gradients(
@@ -59,7 +56,7 @@ def record_gradients(
     freed unless ``retain_graph=True``.
 
     Every edge along which a gradient flowed gets the attribute ``grad``, a
-    `gradexport.gradstats.gradient_summary`: ``{"shape", "dtype", "norm",
+    `gradexport.backward.gradient_stats.gradient_summary`: ``{"shape", "dtype", "norm",
     "min", "max", "has_nan", "has_inf"}`` plus ``"values"`` (nested lists)
     for tensors of at most ``values_up_to`` elements. A root edge carries the
     gradient the root started with. Edges along which nothing flowed (the
@@ -167,7 +164,7 @@ def run_observed(
 
     Examples:
         >>> import torch
-        >>> from gradexport.backward_replay import start_gradients
+        >>> from gradexport.backward.replay import start_gradients
         >>> x = torch.ones(2, requires_grad=True)
         >>> traced = trace((x.exp() * 3).sum())
         >>> order = run_observed(traced, start_gradients(traced.roots, None, caller="demo"))

@@ -2,11 +2,11 @@
 
 `gradexport.write`, the export functions (``to_dot``...), the command
 line, the notebook and the MkDocs plugin all look formats up here, and take
-their options from `gradexport.options`.
+their options from `gradexport.core.options`.
 
 To add a format: write its module in this package (NetworkX readwrite style:
 ``generate_*``, ``to_*``, ``write_*``, reading the graph only through
-`gradexport.formats.source.Source`), then register it once at the
+`gradexport.core.source.Source`), then register it once at the
 end of this module:
 
 ```python
@@ -34,17 +34,18 @@ Examples:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 import networkx as nx
 
-from ..options import DiagramOptions, ExportOptions
-from . import dot, html, json, mermaid, model_explorer, svg
-from .source import Source
+from ..core.options import DiagramOptions, ExportOptions
+from ..formats import dot, html, json, mermaid, model_explorer, svg
+from ..core.source import Source
+from ..core.errors import ArgumentTypeError, ArgumentValueError
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "register"]
+__all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "read_options", "register"]
 
 
 def _always(options: ExportOptions) -> bool:
@@ -93,9 +94,9 @@ def register(spec: Format) -> Format:
         ValueError: for a name already registered, or an extension without its dot.
     """
     if spec.name in FORMATS:
-        raise ValueError(f"a format named {spec.name!r} is registered already")
+        raise ArgumentValueError(f"a format named {spec.name!r} is registered already")
     if not spec.extension.startswith("."):
-        raise ValueError(f"format {spec.name!r}: the extension must start with a dot, got {spec.extension!r}")
+        raise ArgumentValueError(f"format {spec.name!r}: the extension must start with a dot, got {spec.extension!r}")
     FORMATS[spec.name] = spec
     return spec
 
@@ -112,12 +113,30 @@ def parse_formats(formats: Iterable[str] | str) -> list[str]:
     elif isinstance(formats, Iterable):
         items = list(formats)
     else:
-        raise TypeError(f"formats must be format names or one comma-separated string, got {type(formats).__name__}")
+        raise ArgumentTypeError(f"formats must be format names or one comma-separated string, got {type(formats).__name__}")
     names = list(dict.fromkeys(str(item).strip().lower() for item in items if str(item).strip()))
     unknown = [name for name in names if name not in FORMATS]
     if unknown or not names:
-        raise ValueError(f"unknown format(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FORMATS)}")
+        raise ArgumentValueError(f"unknown format(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(FORMATS)}")
     return names
+
+
+def read_options(keywords: Mapping[str, Any], *, formats: Collection[str], from_roots: bool, caller: str = "gradexport") -> ExportOptions:
+    """The options of a call that writes ``formats``, checked against the registered formats.
+
+    `gradexport.core.options.ExportOptions.from_keywords` with the
+    formats that draw diagrams taken from `FORMATS`.
+
+    Examples:
+        >>> read_options({"direction": "LR"}, formats=["svg"], from_roots=True).diagram.direction
+        'LR'
+        >>> read_options({"direction": "LR"}, formats=["json"], from_roots=True)
+        Traceback (most recent call last):
+        ...
+        gradexport.ArgumentTypeError: gradexport: direction applies only to diagrams (dot, svg, mermaid, html), not to json
+    """
+    diagram_formats = [name for name, spec in FORMATS.items() if spec.diagram]
+    return ExportOptions.from_keywords(keywords, formats=formats, from_roots=from_roots, diagram_formats=diagram_formats, caller=caller)
 
 
 def fitted_mermaid(source: Source, options: ExportOptions) -> str:
@@ -130,7 +149,7 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
     limits. Each candidate is drawn once, and one with more edges than the
     limit not at all.
     """
-    from ..simplify import GraphTooLargeError, fit, has_modules
+    from ..analysis.simplify import GraphTooLargeError, fit, has_modules
 
     graph = source.graph
     if not options.fold.fit or graph is None or not has_modules(graph):

@@ -25,9 +25,9 @@ from typing import Any
 
 import networkx as nx
 
-from .export import GraphOrRoots, as_graph
-from .formats import html, mermaid, svg
-from .options import DiagramOptions, ExportKeywords, Unpack
+from ..api.export import GraphOrRoots, as_graph
+from ..formats import html, mermaid, svg
+from ..core.options import DiagramOptions, ExportKeywords, Unpack
 
 __all__ = ["GraphView", "show"]
 

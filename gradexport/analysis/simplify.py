@@ -41,7 +41,8 @@ from typing import Any
 
 import networkx as nx
 
-from .formats.mermaid import LIMITS as MERMAID_LIMITS
+from ..core.limits import LIMITS as MERMAID_LIMITS
+from ..core.errors import ArgumentKeyError, ArgumentTypeError, ArgumentValueError, GraphTooLargeError
 
 __all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "has_modules", "hide", "module_depth", "only_reaching"]
 
@@ -67,10 +68,6 @@ VIEW_OPS = frozenset(
 )
 
 _EDGE_META = ("shape", "dtype", "device")
-
-
-class GraphTooLargeError(ValueError):
-    """No collapse depth brings the graph within the budget."""
 
 
 def has_modules(graph: nx.MultiDiGraph) -> bool:
@@ -140,16 +137,16 @@ def collapse(
         ['0', '0', '1']
     """
     if not isinstance(graph, nx.MultiDiGraph):
-        raise TypeError(
+        raise ArgumentTypeError(
             f"collapse: graph must be a networkx.MultiDiGraph from gradexport.to_networkx, got {type(graph).__name__}"
         )
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)):
-        raise TypeError(f"collapse: depth must be an int (the levels of modules to open, 0 folds the whole model), got {_short_repr(depth)}")
+        raise ArgumentTypeError(f"collapse: depth must be an int (the levels of modules to open, 0 folds the whole model), got {_short_repr(depth)}")
     if depth is not None and not 0 <= depth <= MAX_DEPTH:
-        raise ValueError(f"collapse: depth must be from 0 to {MAX_DEPTH} (the levels of modules to open), got {_short_repr(depth)}")
+        raise ArgumentValueError(f"collapse: depth must be from 0 to {MAX_DEPTH} (the levels of modules to open), got {_short_repr(depth)}")
     patterns = _patterns(modules)
     if depth is None and patterns is None:
-        raise TypeError("collapse: give depth (levels of modules to open) or modules (names to fold), or both")
+        raise ArgumentTypeError("collapse: give depth (levels of modules to open) or modules (names to fold), or both")
     paths = {path for _, path in graph.nodes(data="module") if isinstance(path, str)}
     # A module with a node strictly inside it has something to open.
     has_inner = {prefix for path in paths for prefix in _ancestors(path)}
@@ -201,10 +198,10 @@ def _patterns(modules: str | Iterable[str] | None) -> list[str] | None:
     try:
         patterns = list(patterns)
     except TypeError:
-        raise TypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(modules)}") from None
+        raise ArgumentTypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(modules)}") from None
     wrong = [pattern for pattern in patterns if not isinstance(pattern, str)]
     if wrong:
-        raise TypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(wrong[0])}")
+        raise ArgumentTypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(wrong[0])}")
     return patterns
 
 
@@ -303,7 +300,7 @@ def only_reaching(graph: nx.MultiDiGraph, targets: Iterable[str]) -> nx.MultiDiG
     by_name = {name: node for node, names in graph.nodes(data="names") if names for name in names}
     missing = [target for target in wanted if target not in by_name and target not in graph]
     if missing:
-        raise KeyError(f"only_reaching: no node or parameter named {missing}; parameters are {sorted(by_name)}")
+        raise ArgumentKeyError(f"only_reaching: no node or parameter named {missing}; parameters are {sorted(by_name)}")
     ends = {by_name.get(target, target) for target in wanted}
     keep = set(ends)
     for end in ends:

@@ -6,7 +6,7 @@ with the same messages as `torch.autograd.backward`.
 
 Examples:
     >>> import torch
-    >>> from gradexport.roots import collect_roots
+    >>> from gradexport.tracing.roots import collect_roots
     >>> x = torch.ones(2, requires_grad=True)
     >>> roots = collect_roots({"loss": (x * 2).sum(), "aux": (x * 3).sum()})
     >>> [(s.root.name, s.grad.item()) for s in start_gradients(roots, {"aux": torch.tensor(0.5)}, caller="demo")]
@@ -22,8 +22,9 @@ from typing import Any
 import torch
 from torch.autograd.graph import GradientEdge
 
-from ._torch import make_grad, num_inputs
-from .roots import Root
+from ..tracing._torch import make_grad, num_inputs
+from ..tracing.roots import Root
+from ..core.errors import ArgumentTypeError, ArgumentValueError, StartGradientError
 
 __all__ = ["GradOutputs", "Start", "start_gradients"]
 
@@ -52,12 +53,12 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
 
     Missing gradients become ones for scalar roots; shapes and complex-ness are
     checked by torch's own ``_make_grads`` (the code behind
-    `torch.autograd.backward`, see `gradexport._torch.make_grad`),
+    `torch.autograd.backward`, see `gradexport.tracing._torch.make_grad`),
     so the messages are torch's.
 
     Examples:
         >>> import torch
-        >>> from gradexport.roots import collect_roots
+        >>> from gradexport.tracing.roots import collect_roots
         >>> x = torch.ones(2, requires_grad=True)
         >>> [s.grad for s in start_gradients(collect_roots((x * 2).sum()), None, caller="demo")]
         [tensor(1.)]
@@ -75,7 +76,7 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
                 made = make_grad(target, grad)
             except RuntimeError as error:
                 hint = "; pass grad_outputs for it" if grad is None else ""
-                raise RuntimeError(f"{caller}: root {root.name!r}: {error}{hint}") from error
+                raise StartGradientError(f"{caller}: root {root.name!r}: {error}{hint}") from error
             starts.append(Start(root, slot, made))
     return starts
 
@@ -87,7 +88,7 @@ def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: st
         return [None] * len(roots)
     if isinstance(grad_outputs, torch.Tensor):
         if len(roots) != 1:
-            raise ValueError(
+            raise ArgumentValueError(
                 f"{caller}: grad_outputs is one tensor but there are {len(roots)} roots {names}; "
                 "pass a sequence in root order or a mapping by root name"
             )
@@ -95,17 +96,17 @@ def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: st
     if isinstance(grad_outputs, Mapping):
         unknown = sorted(set(map(str, grad_outputs)) - set(names))
         if unknown:
-            raise ValueError(f"{caller}: grad_outputs names {unknown} are not roots; the roots are {names}")
+            raise ArgumentValueError(f"{caller}: grad_outputs names {unknown} are not roots; the roots are {names}")
         by_name = {str(key): value for key, value in grad_outputs.items()}
         return [by_name.get(name) for name in names]
     if isinstance(grad_outputs, Sequence) and not isinstance(grad_outputs, (str, bytes)):
         if len(grad_outputs) != len(roots):
-            raise ValueError(
+            raise ArgumentValueError(
                 f"{caller}: {len(grad_outputs)} grad_outputs for {len(roots)} roots {names}; "
                 "give one per root (None for ones)"
             )
         return list(grad_outputs)
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{caller}: grad_outputs must be None, a tensor, a sequence or a mapping, not {type(grad_outputs).__name__}"
     )
 
@@ -117,7 +118,7 @@ def _node_root_grads(root: Root, given: Any, caller: str) -> list[Any]:
     if isinstance(given, torch.Tensor):
         given = [given]
     if not isinstance(given, Sequence) or len(given) != slots:
-        raise ValueError(
+        raise ArgumentValueError(
             f"{caller}: root {root.name!r} is a {type(root.node).__name__} node with {slots} input slot(s); "
             "give its grad_outputs entry as a sequence with one gradient (or None) per slot"
         )

@@ -30,19 +30,12 @@ import torch
 from torch.autograd.graph import GradientEdge, Node
 
 from .tensors import type_name
+from ..core.errors import RootError
 
 __all__ = ["Root", "RootError", "Roots", "collect_roots", "described_type"]
 
 #: What the public functions accept as roots.
 Roots = Union[torch.Tensor, Node, GradientEdge, Sequence[Any], Mapping[Any, Any]]
-
-
-class RootError(TypeError, ValueError):
-    """A root cannot start a backward pass (wrong type, no grad, nothing given).
-
-    It subclasses both ``TypeError`` and ``ValueError`` so that callers who
-    catch either of the built-in errors for bad arguments also catch it.
-    """
 
 
 @dataclass(frozen=True)

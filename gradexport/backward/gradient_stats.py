@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .tensors import plain, type_name
+from ..tracing.tensors import plain, type_name
 
 __all__ = ["gradient_summary"]
 

@@ -25,7 +25,7 @@ The server reads any file the page asks for, as Model Explorer's server
 does: keep it on ``127.0.0.1``.
 
 Examples:
-    >>> from gradexport.explorer import free_port
+    >>> from gradexport.frontends.model_explorer_server import free_port
     >>> 0 < free_port() < 65536
     True
 """
@@ -50,7 +50,7 @@ from urllib.parse import quote, unquote
 
 import networkx as nx
 
-from .formats.model_explorer import (
+from ..formats.model_explorer import (
     EXTENSION,
     _model_explorer,
     _node_namespace,
@@ -58,10 +58,11 @@ from .formats.model_explorer import (
     node_data_for,
     write_model_explorer,
 )
-from .formats.source import GraphSource
-from .graph import gc_paused
-from .graph_diff import Diffable, _as_graph, diff
-from .options import DiagramOptions
+from ..core.source import GraphSource
+from ..tracing.graph import gc_paused
+from ..api.diff import Diffable, diff, load_graph
+from ..core.options import DiagramOptions
+from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 
 __all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
 
@@ -170,9 +171,9 @@ def serve_model_explorer(
     if isinstance(graph, (str, os.PathLike)):
         path = Path(graph).expanduser().resolve()
         if not path.is_file():
-            raise FileNotFoundError(f"no Model Explorer graph file at {str(path)!r}")
+            raise MissingFileError(f"no Model Explorer graph file at {str(path)!r}")
         if path.suffix != ".json":
-            raise ValueError(f"Model Explorer reads graphs from files ending in .json (as {EXTENSION}), not {path.name!r}")
+            raise ArgumentValueError(f"Model Explorer reads graphs from files ending in .json (as {EXTENSION}), not {path.name!r}")
         if _UNSAFE_IN_QUERY.search(str(path)):
             # The page asks the server for the file with its path in a query string, unescaped.
             folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
@@ -196,7 +197,7 @@ def _port(host: str, port: int | None) -> int:
     if port is None:
         return free_port(host)
     if _port_in_use(host, port):
-        raise OSError(f"port {port} on {host} is in use: choose another, or port=None for a free one")
+        raise ServerError(f"port {port} on {host} is in use: choose another, or port=None for a free one")
     return port
 
 
@@ -223,7 +224,7 @@ def _serve(
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _answers(f"http://{host}:{port}/check_health"):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"Model Explorer's server did not answer on {host}:{port} within {START_TIMEOUT_S} s")
+            raise ServerError(f"Model Explorer's server did not answer on {host}:{port} within {START_TIMEOUT_S} s")
         time.sleep(0.1)
     return url
 
@@ -283,8 +284,8 @@ def serve_model_explorer_diff(
     """
     model_explorer = _model_explorer()
     if labels[0] == labels[1]:
-        raise ValueError(f"the two panes need different labels, got {labels[0]!r} twice")
-    graph_a, graph_b = _as_graph(a, "a"), _as_graph(b, "b")
+        raise ArgumentValueError(f"the two panes need different labels, got {labels[0]!r} twice")
+    graph_a, graph_b = load_graph(a, "a"), load_graph(b, "b")
     port = _port(host, port)
     panes = diff_panes(diff(graph_a, graph_b) if merged is None else merged, graph_a, graph_b)
     folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")

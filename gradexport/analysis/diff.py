@@ -25,7 +25,7 @@ layer shifts them all):
    of the other graph that hang below its matched parents: it is reported
    as one replacement of that region, not as so many removals.
 
-The result is a new graph with the schema of `gradexport.graph` (nodes
+The result is a new graph with the schema of `gradexport.tracing.graph` (nodes
 renumbered ``n0``, ``n1``, ...: first those of ``b`` in ``b``'s order, then
 those only in ``a``), each node and edge carrying ``diff``, one of
 `DIFF_STATES`. Attributes only one of the graphs carries (a graph built
@@ -46,26 +46,17 @@ Examples:
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter, deque
 from collections.abc import Collection, Hashable, Iterable
 from difflib import SequenceMatcher
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
-from .formats import from_json
-from .graph import to_networkx
-from .roots import Roots
+from ..core.errors import ArgumentTypeError
+from ..core.marks import DIFF_STATES, GRAD_KEYS
 
-__all__ = ["DIFF_STATES", "Diffable", "describe_diff", "diff", "diff_command", "differs"]
-
-#: Values of the node and edge attribute ``diff``.
-DIFF_STATES = ("same", "changed", "added", "removed")
-
-#: What `diff` compares: a graph, the path of a JSON file gradexport wrote, or roots.
-Diffable = nx.MultiDiGraph | str | os.PathLike | Roots
+__all__ = ["DIFF_STATES", "describe_diff", "diff_graphs", "differs"]
 
 #: Node attributes compared between matched nodes (when both graphs carry them).
 NODE_FIELDS = (
@@ -73,8 +64,6 @@ NODE_FIELDS = (
 )
 #: Edge attributes compared between matched edges (when both carry them).
 EDGE_FIELDS = ("input_nr", "shape", "dtype", "device")
-#: Keys of an edge's ``grad`` summary compared between matched edges.
-GRAD_FIELDS = ("shape", "dtype", "norm", "min", "max", "has_nan", "has_inf")
 
 #: Above this many pairs (unmatched nodes of a times those of b) the leftovers are not aligned:
 #: difflib's alignment costs up to their product, and they stay added and removed.
@@ -84,34 +73,12 @@ _OPAQUE = frozenset({"compiled", "checkpoint", "custom_function"})
 _COMPILED_PREFIX = "_orig_mod."
 
 
-def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
-    """Compare two backward graphs and return one graph marking what was added, removed or changed.
-
-    Args:
-        a: The graph before: a MultiDiGraph from `gradexport.to_networkx`
-            (or `gradexport.record_gradients`), the path of a JSON file
-            written by gradexport, or roots (traced with `gradexport.to_networkx`).
-        b: The graph after, likewise.
-
-    Returns:
-        A MultiDiGraph with the attributes of ``b`` (of ``a`` for removed
-        nodes and edges) plus, on every node and edge, ``diff`` (see
-        `DIFF_STATES`) and, where ``changed``, ``changes``: a dict from
-        attribute to ``[value in a, value in b]`` (``grad`` compares the
-        statistics of `GRAD_FIELDS` when both graphs recorded
-        gradients). Nodes carry ``a_id`` and/or ``b_id``, their ids in the
-        inputs. An opaque node that replaced a region carries ``replaces``
-        (the ids of the region's nodes), and they carry ``replaced_by``. The
-        graph attribute ``diff`` holds ``nodes`` and ``edges`` (counts per
-        state) and ``replacements`` (``{"node", "op", "region"}`` each).
-
-    Raises:
-        TypeError: for an input that is none of the accepted kinds.
-        gradexport.RootError: for roots without a graph.
-    """
-    graph_a, graph_b = _as_graph(a, "a"), _as_graph(b, "b")
-    matched = _match(graph_a, graph_b)
-    return _merge(graph_a, graph_b, matched)
+def diff_graphs(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> nx.MultiDiGraph:
+    """Compare two graphs (see `gradexport.diff`, which also takes JSON files and roots)."""
+    for which, graph in (("a", graph_a), ("b", graph_b)):
+        if not isinstance(graph, nx.MultiDiGraph):
+            raise ArgumentTypeError(f"diff: {which} is a {type(graph).__name__}; gradexport graphs are MultiDiGraphs")
+    return _merge(graph_a, graph_b, _match(graph_a, graph_b))
 
 
 def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
@@ -153,19 +120,6 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
     return "\n".join(lines)
 
 
-def diff_command(a: Diffable, b: Diffable) -> tuple[int, str]:
-    """What ``gradexport diff A B`` prints and exits with: 0 when the graphs match, 1 when they differ (as ``diff(1)``).
-
-    Examples:
-        >>> import torch
-        >>> x = torch.ones(3, requires_grad=True)
-        >>> diff_command((x * 2).sum(), (x * 3).sum())
-        (0, 'nodes: 4 same, 0 changed, 0 added, 0 removed; edges: 3 same, 0 changed, 0 added, 0 removed')
-    """
-    graph = diff(a, b)
-    return int(differs(graph)), describe_diff(graph)
-
-
 def differs(graph: nx.MultiDiGraph) -> bool:
     """Whether a graph from `diff` has any node or edge changed, added or removed."""
     counts = graph.graph["diff"]
@@ -173,16 +127,6 @@ def differs(graph: nx.MultiDiGraph) -> bool:
 
 
 # ---------------------------------------------------------------- internals
-
-
-def _as_graph(value: Diffable, which: str) -> nx.MultiDiGraph:
-    if isinstance(value, nx.MultiDiGraph):
-        return value
-    if isinstance(value, nx.Graph):
-        raise TypeError(f"diff: {which} is a {type(value).__name__}; gradexport graphs are MultiDiGraphs")
-    if isinstance(value, (str, os.PathLike)):
-        return from_json(Path(value).read_text(encoding="utf-8"))
-    return to_networkx(value)
 
 
 def _normal_name(name: str) -> str:
@@ -293,7 +237,7 @@ def _free_parents(graph: nx.MultiDiGraph, node_id: str, done: Collection[str]) -
 def _edges(adjacency: dict[str, dict[int, dict[str, Any]]]) -> Iterable[tuple[str, int, dict[str, Any]]]:
     """``(neighbour, key, attributes)`` from one node's entry of the graph's ``_succ`` or ``_pred``.
 
-    The graph's own dict-of-dicts storage (as `gradexport.graph` fills it):
+    The graph's own dict-of-dicts storage (as `gradexport.tracing.graph` fills it):
     its views cost several times more per edge, which shows on 10^4-node graphs.
     """
     return ((neighbour, key, data) for neighbour, keyed in adjacency.items() for key, data in keyed.items())
@@ -318,7 +262,7 @@ def _changes(data_a: dict[str, Any], data_b: dict[str, Any], fields: Iterable[st
 
 def _grad_changes(grad_a: dict[str, Any], grad_b: dict[str, Any]) -> dict[str, list[Any]]:
     changes = {}
-    for key in GRAD_FIELDS:
+    for key in GRAD_KEYS:
         value_a, value_b = grad_a.get(key), grad_b.get(key)
         if isinstance(value_a, float) and isinstance(value_b, float):
             same = (math.isnan(value_a) and math.isnan(value_b)) or math.isclose(value_a, value_b, rel_tol=1e-5, abs_tol=1e-12)

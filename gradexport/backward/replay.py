@@ -34,7 +34,7 @@ A hook that ``Tensor.register_hook`` put on an intermediate tensor (and
 ``retain_grad``) lives in C++ on that tensor's ``grad_fn`` and cannot be
 listed from Python, so replay has the engine run it: before calling a node,
 it hands the node's gradients to the engine's own tensor-hook step (see
-`gradexport._torch.run_tensor_hooks`), which runs those hooks exactly
+`gradexport.tracing._torch.run_tensor_hooks`), which runs those hooks exactly
 as ``backward()`` does, in the same order, and sets ``.grad`` of retained
 tensors. A step's ``inputs`` are what the node was called with, after them.
 ``register_post_accumulate_grad_hook`` hooks run inside ``AccumulateGrad``,
@@ -68,7 +68,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
-from ._torch import (
+from ..tracing._torch import (
     input_metadata,
     node_hook_counts,
     num_inputs,
@@ -76,30 +76,17 @@ from ._torch import (
     sequence_nr,
     tensor_hook_count,
 )
-from .gradstats import gradient_summary
-from .graph import Params, trace
+from .gradient_stats import gradient_summary
+from ..tracing.graph import Params, trace
 from .replay_record import Replay, ReplayStart, ReplayStep
-from .roots import Roots
-from .starts import GradOutputs, Start, start_gradients
+from ..tracing.roots import Roots
+from .start_gradients import GradOutputs, Start, start_gradients
+from ..core.errors import ReplayError
 
 # The record, the starts and the statistics live in their own modules; their names stay importable from here.
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]
 
 _ERROR_OPS = frozenset({"Error", "NotImplemented"})
-
-
-class ReplayError(RuntimeError):
-    """The replay cannot do what the autograd engine would do at a node.
-
-    Attributes:
-        node: The graph id of the node (as `gradexport.to_networkx` gives it).
-        op: The node's type name, e.g. ``"MulBackward0"``.
-    """
-
-    def __init__(self, node: str, op: str, reason: str):
-        super().__init__(f"replay: node {node} ({op}): {reason}")
-        self.node = node
-        self.op = op
 
 
 def replay(

@@ -49,12 +49,12 @@ from typing import Any, NoReturn
 
 import torch
 
-from .export import is_plain_name, prepare, write
-from .formats.registry import DEFAULT_FORMATS, FORMATS, parse_formats
-from .modules import capture_modules
-from .options import ExportOptions
-from .roots import RootError
-from .stack import run_with_large_stack
+from ..api.export import is_plain_name, prepare, write
+from ..api.registry import DEFAULT_FORMATS, FORMATS, parse_formats, read_options
+from ..tracing.modules import capture_modules
+from ..core.options import ExportOptions
+from ..tracing.roots import RootError
+from ..tracing.stack import run_with_large_stack
 
 __all__ = ["main", "split_result"]
 
@@ -163,7 +163,7 @@ def _parser() -> _Parser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
     parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options; each applies to the formats it names)"))
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options; each applies to the formats it names)"))
     return parser
 
 
@@ -340,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_request.code if isinstance(exit_request.code, int) else 2
     args.options = ExportOptions.given_arguments(args)
     try:  # an option that does nothing for these formats is a usage error, before the function runs
-        ExportOptions.from_keywords(args.options, formats=args.formats, from_roots=True, caller=_PROG)
+        read_options(args.options, formats=args.formats, from_roots=True, caller=_PROG)
     except (TypeError, ValueError) as error:
         print(f"{_PROG}: error: {_flat(str(error).replace('gradexport: ', '', 1))} (see {_PROG} --help)", file=sys.stderr)
         return 2
@@ -386,14 +386,14 @@ def _view(argv: Sequence[str]) -> int:
     parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
     parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options)"))
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options)"))
     args = _parsed(parser, argv)
     if isinstance(args, int):
         return args
     args.options = ExportOptions.given_arguments(args)
     formats = ["model-explorer"] if args.model_explorer else ["html"]
     try:
-        ExportOptions.from_keywords(args.options, formats=formats, from_roots=True, caller=f"{_PROG} view")
+        read_options(args.options, formats=formats, from_roots=True, caller=f"{_PROG} view")
     except (TypeError, ValueError) as error:
         print(f"{_PROG} view: error: {_flat(error)}", file=sys.stderr)
         return 2
@@ -408,7 +408,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     stem = name.rpartition(".")[2]
     try:
         if args.model_explorer:
-            from .explorer import serve_model_explorer
+            from .model_explorer_server import serve_model_explorer
 
             keywords = {"params": params, "module": module, **args.options}
             source, options = prepare(roots, ["model-explorer"], keywords, caller="view", whole=True)  # type: ignore[arg-type]
@@ -441,7 +441,7 @@ def _check(argv: Sequence[str]) -> int:
 
 
 def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
-    from .nonfinite import check_command
+    from ..backward.nonfinite import check_command
 
     location, name = args.target
     roots, params, module = _call_target(args.target, bar)
@@ -477,8 +477,8 @@ def _diff(argv: Sequence[str]) -> int:
 
 def _diff_graph(text: str, bar: Any) -> Any:
     """A JSON file's graph, or the graph of a target's roots."""
-    from .formats.json import read_json
-    from .graph import to_networkx
+    from ..formats.json import read_json
+    from ..tracing.graph import to_networkx
 
     if Path(text).is_file() and not text.endswith(".py"):
         try:
@@ -497,7 +497,8 @@ def _diff_graph(text: str, bar: Any) -> Any:
 
 
 def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
-    from .graph_diff import describe_diff, diff, differs
+    from ..analysis.diff import describe_diff, differs
+    from ..api.diff import diff
 
     first, second = _diff_graph(args.a, bar), _diff_graph(args.b, bar)
     graph = diff(first, second)
@@ -510,7 +511,7 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             raise _Failure(_one_line(error)) from None
         lines.extend(str(path) for path in paths.values())
     if args.model_explorer:
-        from .explorer import serve_model_explorer_diff
+        from .model_explorer_server import serve_model_explorer_diff
 
         print("\n".join(lines), flush=True)  # before the server blocks until Ctrl-C
         bar.close()

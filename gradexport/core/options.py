@@ -28,13 +28,13 @@ the two agree). The export functions, ``write()``, the command line, the
 notebook, the MkDocs plugin and the reference pages all take it from there.
 
 Examples:
-    >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False)
+    >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False, diagram_formats=("dot",))
     >>> options.diagram.direction, options.fold.depth
     ('LR', 2)
-    >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False)
+    >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False, diagram_formats=("dot",))
     Traceback (most recent call last):
     ...
-    TypeError: gradexport: fit applies only to the mermaid format, not to dot
+    gradexport.ArgumentTypeError: gradexport: fit applies only to the mermaid format, not to dot
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypedDict
+from .errors import ArgumentTypeError, ArgumentValueError, OptionWarning
 
 # The export functions type their keyword options with Unpack[ExportKeywords].
 if sys.version_info >= (3, 11):
@@ -68,10 +69,6 @@ __all__ = [
 
 #: Accepted values of `DiagramOptions.direction`.
 DIRECTIONS = ("TB", "BT", "LR", "RL")
-
-class OptionWarning(UserWarning):
-    """An option was accepted but changes nothing for this graph (the message says what would)."""
-
 
 @dataclass(frozen=True)
 class OptionInfo:
@@ -116,7 +113,7 @@ def _boolean(text: str) -> bool:
         return True
     if lowered in ("false", "no", "0"):
         return False
-    raise ValueError(f"expected true or false, got {text!r}")
+    raise ArgumentValueError(f"expected true or false, got {text!r}")
 
 
 def _maybe_boolean(text: str) -> bool | None:
@@ -125,20 +122,20 @@ def _maybe_boolean(text: str) -> bool | None:
 
 def _direction(text: str) -> str:
     if text.upper() not in DIRECTIONS:
-        raise ValueError(f"expected one of {', '.join(DIRECTIONS)}, got {text!r}")
+        raise ArgumentValueError(f"expected one of {', '.join(DIRECTIONS)}, got {text!r}")
     return text.upper()
 
 
 def _patterns(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
-        raise ValueError(f"expected comma-separated module names or patterns, got {text!r}")
+        raise ArgumentValueError(f"expected comma-separated module names or patterns, got {text!r}")
     return names
 
 
 def _depth(text: str) -> int:
     if not text.strip().isdigit():
-        raise ValueError(f"expected a whole number >= 0, got {text!r}")
+        raise ArgumentValueError(f"expected a whole number >= 0, got {text!r}")
     return int(text)
 
 
@@ -187,9 +184,9 @@ class FoldOptions:
         elif self.fold_modules is not None:
             object.__setattr__(self, "fold_modules", tuple(self.fold_modules))
             if not all(isinstance(name, str) for name in self.fold_modules):
-                raise ValueError(f"fold_modules must be module names or patterns, got {self.fold_modules!r}")
+                raise ArgumentValueError(f"fold_modules must be module names or patterns, got {self.fold_modules!r}")
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
+            raise ArgumentValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
 
     @property
     def folds(self) -> bool:
@@ -257,9 +254,9 @@ class DiagramOptions:
 
     def __post_init__(self) -> None:
         if self.direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
+            raise ArgumentValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
         if self.box_depth is not None and (type(self.box_depth) is not int or self.box_depth < 0):
-            raise ValueError(f"box_depth must be a whole number >= 0 or None, got {self.box_depth!r}")
+            raise ArgumentValueError(f"box_depth must be a whole number >= 0 or None, got {self.box_depth!r}")
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -341,7 +338,7 @@ class ExportOptions:
     """The four option groups of one export call.
 
     Examples:
-        >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",))
+        >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",), diagram_formats=("mermaid",))
         >>> options.diagram.direction, options.diagram.show_none
         ('LR', True)
     """
@@ -358,27 +355,24 @@ class ExportOptions:
         *,
         formats: Collection[str],
         from_roots: bool,
+        diagram_formats: Collection[str],
         caller: str = "gradexport",
-        diagram_formats: Collection[str] | None = None,
     ) -> ExportOptions:
         """Read keyword options for an export to ``formats``.
 
-        ``diagram_formats`` names the formats that draw diagrams (default:
-        every format registered as one, see `gradexport.formats.registry`).
+        ``diagram_formats`` names the formats that draw diagrams and so take
+        the diagram options (`gradexport.api.registry.read_options` passes
+        the registered ones).
 
         Raises:
             TypeError: an unknown option, or one that applies to none of
                 ``formats`` (or only to roots, given a graph), naming where it applies.
             ValueError: a value the option does not accept.
         """
-        if diagram_formats is None:
-            from .formats.registry import FORMATS
-
-            diagram_formats = [name for name, spec in FORMATS.items() if spec.diagram]
         known = {item.name: (group, info) for group, item, info in option_table()}
         unknown = sorted(set(keywords) - set(known))
         if unknown:
-            raise TypeError(f"{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            raise ArgumentTypeError(f"{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
         groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
         for name, value in keywords.items():
             group, info = known[name]
@@ -388,12 +382,12 @@ class ExportOptions:
                     where = f"only to the {info.scope} format, not to {', '.join(formats)}"
                 elif info.scope != "roots":
                     where = f"{where}, not to {', '.join(formats)}"
-                raise TypeError(f"{caller}: {name} applies {where}")
+                raise ArgumentTypeError(f"{caller}: {name} applies {where}")
             groups[group][name] = value
         return cls(**{group: _GROUPS[group](**values) for group, values in groups.items()})
 
     @classmethod
-    def from_text(cls, values: Mapping[str, str], *, formats: Collection[str], caller: str = "gradexport") -> ExportOptions:
+    def from_text(cls, values: Mapping[str, str], *, formats: Collection[str], diagram_formats: Collection[str], caller: str = "gradexport") -> ExportOptions:
         """Read options given as text (MkDocs fence attributes), with each option's own parser.
 
         Raises:
@@ -401,7 +395,7 @@ class ExportOptions:
                 that does not apply (see `from_keywords`).
             ValueError: a value the option cannot read, naming the option.
         """
-        return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, caller=caller)
+        return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, diagram_formats=diagram_formats, caller=caller)
 
     @staticmethod
     def parse_text(values: Mapping[str, str], *, caller: str = "gradexport") -> dict[str, Any]:
@@ -416,14 +410,14 @@ class ExportOptions:
         for name, text in values.items():
             parse = parsers.get(name)
             if name in parsers and parse is None:
-                raise TypeError(f"{caller}: {name} can only be given from Python")
+                raise ArgumentTypeError(f"{caller}: {name} can only be given from Python")
             if parse is None:
                 keywords[name] = text  # unknown: from_keywords names it
                 continue
             try:
                 keywords[name] = parse(text)
             except ValueError as error:
-                raise ValueError(f"{caller}: {name}={text!r}: {error}") from None
+                raise ArgumentValueError(f"{caller}: {name}={text!r}: {error}") from None
         return keywords
 
     @staticmethod

@@ -1,7 +1,7 @@
 """The record of a replay: every step's gradients, and their text.
 
 `gradexport.replay` runs the backward pass (see
-`gradexport.backward_replay`); what it returns is a `Replay`,
+`gradexport.backward.replay`); what it returns is a `Replay`,
 defined here with its steps and starts, and the ways to read it: text
 (`Replay.to_text`), a JSON-friendly dict (`Replay.to_dict`), a
 short summary as its ``repr`` and an HTML table in Jupyter.
@@ -23,8 +23,9 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .gradstats import gradient_summary
-from .tensors import plain, tensor_meta
+from .gradient_stats import gradient_summary
+from ..tracing.tensors import plain, tensor_meta
+from ..core.errors import ArgumentKeyError
 
 __all__ = ["Replay", "ReplayStart", "ReplayStep"]
 
@@ -94,7 +95,7 @@ class Replay:
         for step in self.steps:
             if step.node == node:
                 return step
-        raise KeyError(f"no step for node {node!r}")
+        raise ArgumentKeyError(f"no step for node {node!r}")
 
     def label(self, node: str) -> str:
         """``"n3 AccumulateGrad (x)"``: id, op and, for a named leaf, its names."""

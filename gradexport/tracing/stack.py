@@ -40,6 +40,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
+from ..core.errors import DeepGraphWarning
 
 __all__ = [
     "DEFAULT_STACK_MIB",
@@ -97,10 +98,6 @@ PROTECT_AT_NODES = 20_000
 _ENOUGH_BYTES = 1 << 30
 
 
-class DeepGraphWarning(RuntimeWarning):
-    """Freeing a deep graph on the main thread may crash this process; the message says what to do."""
-
-
 _protection: dict[str, bool] = {}
 
 
@@ -149,7 +146,7 @@ def protect_deep_free(nodes: int) -> None:
                 f"this graph has more than {nodes:,} nodes: if it is a chain over about 50,000 deep, freeing it on the "
                 "main thread can overflow the stack and crash the process, and this process cannot raise its stack limit "
                 "far enough (a finite hard limit, or not Linux). Build, export and drop deep graphs inside "
-                "gradexport.stack.run_with_large_stack(function), or raise the limit before starting (ulimit -s unlimited)"
+                "gradexport.tracing.stack.run_with_large_stack(function), or raise the limit before starting (ulimit -s unlimited)"
             ),
             stacklevel=4,
         )

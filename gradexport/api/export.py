@@ -2,7 +2,7 @@
 
 Every function takes either roots (what `gradexport.to_networkx` takes:
 a tensor, a ``grad_fn``, a tuple, list or dict of them) or a graph it built,
-plus keyword options, each declared once in `gradexport.options`:
+plus keyword options, each declared once in `gradexport.core.options`:
 
 - Trace options, only with roots: ``params`` (names for leaves, as
   ``model.named_parameters()`` gives), ``module`` (a module whose parameters
@@ -27,7 +27,7 @@ where it applies: ``to_dot(x, fit=False)``, ``to_json(x, direction="LR")``,
 Every call traces roots once, whatever the formats, and draws the graph
 while it walks it (a `gradexport.GraphStream`, with no MultiDiGraph
 in between) wherever no format needs the whole graph. Formats are listed in
-`gradexport.formats.registry`.
+`gradexport.api.registry`.
 
 Examples:
     >>> import torch, gradexport
@@ -52,14 +52,15 @@ from typing import TYPE_CHECKING, Union
 
 import networkx as nx
 
-from .formats import dot, html, model_explorer
-from .formats.files import StagedFiles
-from .formats.registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats
-from .formats.source import Source
-from .graph import GraphStream, gc_paused
-from .options import ExportKeywords, ExportOptions, OptionWarning, Unpack
-from .roots import Roots
-from .simplify import collapse, has_modules
+from ..formats import dot, html, model_explorer
+from ..formats.files import StagedFiles
+from .registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats, read_options
+from ..core.source import Source
+from ..tracing.graph import GraphStream, gc_paused
+from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
+from ..tracing.roots import Roots
+from ..analysis.simplify import collapse, has_modules
+from ..core.errors import ArgumentValueError
 
 if TYPE_CHECKING:
     import pydot
@@ -82,12 +83,12 @@ def prepare(
 
     Raises:
         TypeError: an unknown option or one that does not apply (see
-            `gradexport.options.ExportOptions.from_keywords`), or a
+            `gradexport.core.options.ExportOptions.from_keywords`), or a
             graph that is not a ``MultiDiGraph``.
     """
     is_graph = isinstance(graph_or_roots, nx.Graph)
     specs = [FORMATS[name] for name in formats]
-    options = ExportOptions.from_keywords(keywords, formats=formats, from_roots=not is_graph, caller=f"gradexport.{caller}")
+    options = read_options(keywords, formats=formats, from_roots=not is_graph, caller=f"gradexport.{caller}")
     diagram = options.diagram
     if is_graph:
         source = Source.of(graph_or_roots)
@@ -244,7 +245,7 @@ def write(
 ) -> dict[str, Path]:
     """Write one file per format into ``folder`` (created as needed), named ``stem`` plus the extension.
 
-    Formats and their extensions are in `gradexport.formats.registry`
+    Formats and their extensions are in `gradexport.api.registry`
     (``.dot``, ``.svg``, ``.mmd``, ``.json``...). Roots are traced once; one
     format that can be drawn while the graph is walked is. The files appear
     only once all of them were written: if one fails (say, no Graphviz for
@@ -277,7 +278,7 @@ def write(
     """
     names = parse_formats(formats)
     if not is_plain_name(stem):
-        raise ValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
+        raise ArgumentValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
     source, export_options = prepare(graph_or_roots, names, options, caller="write")
     specs: list[Format] = [FORMATS[name] for name in names]
     paths = {spec.name: Path(folder) / f"{stem}{spec.extension}" for spec in specs}

@@ -1,11 +1,11 @@
 """What the writers read: a graph, or the same graph one node at a time.
 
 Every writer takes either a `networkx.MultiDiGraph` of
-`gradexport.graph` or a one-pass stream of *adjacency records*
+`gradexport.tracing.graph` or a one-pass stream of *adjacency records*
 ``(node, attributes, out_edges)``, where ``out_edges`` is
 ``{target: {key: edge attributes}}``: exactly what the graph holds in
 ``graph.nodes[node]`` and ``graph.succ[node]``, in the graph's node order.
-`gradexport.graph.GraphStream` is such a stream. A stream lets a
+`gradexport.tracing.graph.GraphStream` is such a stream. A stream lets a
 writer draw a graph of a million nodes while it is being walked, without a
 second copy of it in memory; the text is the same as for the graph.
 
@@ -31,34 +31,19 @@ Examples:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Iterator, Mapping
 from functools import cached_property
 from typing import Any, Protocol, Union
 
 import networkx as nx
 
-__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes", "is_model_id"]
+from .kinds import is_model_id
+from .errors import ArgumentTypeError
 
-#: Values of the node attribute ``kind``.
-KINDS = ("root", "backward", "leaf", "none")
-
-#: Values of the node attribute ``special``, for nodes a reader should notice.
-SPECIAL_KINDS = {
-    "copy_slices": "in-place operation on a view (CopySlices)",
-    "custom_function": "backward of a custom torch.autograd.Function",
-    "checkpoint": "reentrant activation checkpoint: opaque, the parameters used inside are not in the graph",
-    "compiled": "torch.compile region: one opaque node for the whole region",
-    "backward_hook": "module backward hook (register_full_backward_hook)",
-    "error": "a node that raises when backward reaches it",
-}
+__all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes"]
 
 #: One node: its id, its attribute dict and its out-edges ``{target: {key: attributes}}``.
 Adjacency = tuple[Hashable, dict[str, Any], dict[Hashable, dict[Any, dict[str, Any]]]]
-
-#: Whether an id is one of the graph model's (``n`` followed by digits).
-is_model_id = re.compile("n[0-9]+").fullmatch
-
 
 class AdjacencyStream(Protocol):
     """A one-pass stream of `Adjacency` records with the graph attributes at its end.
@@ -99,15 +84,15 @@ class Source:
             return source
         if isinstance(source, nx.Graph):
             if not isinstance(source, nx.MultiDiGraph):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"the writers need a networkx.MultiDiGraph (from gradexport.to_networkx), got a "
                     f"{type(source).__name__}, which cannot hold the parallel edges of a + a"
                 )
             return cls(source)
         if not hasattr(source, "graph_attributes"):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"the writers need a networkx.MultiDiGraph or a stream of adjacency records with "
-                f"graph_attributes (such as gradexport.graph.GraphStream), got {type(source).__name__}"
+                f"graph_attributes (such as gradexport.tracing.graph.GraphStream), got {type(source).__name__}"
             )
         return cls(None, source)
 
@@ -166,7 +151,7 @@ class Source:
             TypeError: for a stream, saying that ``purpose`` needs the graph.
         """
         if self.graph is None:
-            raise TypeError(f"{purpose} needs the whole graph, not a stream of its nodes: pass the MultiDiGraph")
+            raise ArgumentTypeError(f"{purpose} needs the whole graph, not a stream of its nodes: pass the MultiDiGraph")
         return self.graph
 
 

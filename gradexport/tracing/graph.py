@@ -16,10 +16,10 @@ so the same program always yields the same ids. Every node has ``kind``:
     creation order), ``num_next`` (``len(node.next_functions)``),
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
     some), ``special`` (only for special nodes, see `SPECIAL_KINDS`),
-    ``saved`` (only with ``saved=True``, see `gradexport.saved.summarize_saved`),
+    ``saved`` (only with ``saved=True``, see `gradexport.tracing.saved.summarize_saved`),
     ``saved_bytes`` and ``saved_bytes_shared`` (only with ``saved=True``: the
     bytes of the storages its saved tensors keep alive, see
-    `gradexport.saved.saved_storages`; a storage counts in
+    `gradexport.tracing.saved.saved_storages`; a storage counts in
     ``saved_bytes`` of the first node in id order that holds it and in
     ``saved_bytes_shared`` of every later one),
     ``module`` (only when ``module=`` is given and the forward pass ran
@@ -62,7 +62,7 @@ Attributes that other functions add to this graph (writers may style them):
   the position in which the engine (or the replay) called the node; absent
   on roots and on nodes that did not run (pruned by ``inputs=``).
 - ``grad`` (edge; `gradexport.record_gradients`): the gradient that
-  flowed along it, see `gradexport.flow.GRAD_KEYS`.
+  flowed along it, see `gradexport.core.marks.GRAD_KEYS (plus ``values`` for small tensors)`.
 - ``nonfinite`` (`gradexport.find_nonfinite`, on
   ``NonfiniteReport.graph``): on a node, ``"origin"`` where gradients went
   NaN or Inf although all it received was finite, ``"reached"`` where it
@@ -96,12 +96,14 @@ import torch
 from torch.autograd.graph import Node
 
 from ._torch import input_metadata, sequence_nr_getter, signed
-from .formats.source import KINDS, SPECIAL_KINDS, Adjacency
+from ..core.kinds import KINDS, SPECIAL_KINDS
+from ..core.source import Adjacency
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
 from .saved import StorageKey, saved_storages, summarize_saved
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
+from ..core.errors import ArgumentTypeError, StreamConsumedError
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -171,7 +173,7 @@ class Trace(NamedTuple):
     graph: nx.MultiDiGraph
     #: Node id in ``graph`` of every backward and leaf Node.
     ids: dict[Node, str]
-    #: The roots, as `gradexport.roots.collect_roots` named them.
+    #: The roots, as `gradexport.tracing.roots.collect_roots` named them.
     roots: list[Root]
 
 
@@ -188,7 +190,7 @@ def trace(
     """Like `to_networkx`, but also return the Node of each id and the collected roots.
 
     The Trace holds references to the autograd graph: drop it when done, on a
-    large stack for deep graphs (see `gradexport.stack`).
+    large stack for deep graphs (see `gradexport.tracing.stack`).
 
     Examples:
         >>> import torch
@@ -215,7 +217,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: s
         pairs += _param_pairs(params, caller)
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"{caller}: params[{name!r}] is {described_type(tensor)}, not a tensor")
+            raise ArgumentTypeError(f"{caller}: params[{name!r}] is {described_type(tensor)}, not a tensor")
         bucket = names.setdefault(id(tensor), [])
         if name not in bucket:
             bucket.append(name)
@@ -228,16 +230,16 @@ def _param_pairs(params: Params, caller: str) -> list[tuple[str, Any]]:
     if isinstance(params, Mapping):
         pairs = list(params.items())
     elif isinstance(params, (torch.Tensor, str, bytes)) or not isinstance(params, Iterable):
-        raise TypeError(f"{caller}: {accepts}; got a {type(params).__name__}")
+        raise ArgumentTypeError(f"{caller}: {accepts}; got a {type(params).__name__}")
     else:
         pairs = []
         for index, pair in enumerate(params):
             if isinstance(pair, (str, bytes, torch.Tensor)) or not isinstance(pair, Sequence) or len(pair) != 2:
-                raise TypeError(f"{caller}: {accepts}; item {index} is {_short(pair)}, not a (name, tensor) pair")
+                raise ArgumentTypeError(f"{caller}: {accepts}; item {index} is {_short(pair)}, not a (name, tensor) pair")
             pairs.append((pair[0], pair[1]))
     for name, _ in pairs:
         if not isinstance(name, str):
-            raise TypeError(f"{caller}: {accepts}; the name {name!r} is a {type(name).__name__}, not a str")
+            raise ArgumentTypeError(f"{caller}: {accepts}; the name {name!r} is a {type(name).__name__}, not a str")
     return pairs
 
 
@@ -311,7 +313,7 @@ class GraphStream:
         3
     """
 
-    #: Every id is ``n`` followed by digits (see `gradexport.formats.source`).
+    #: Every id is ``n`` followed by digits (see `gradexport.core.source`).
     model_ids = True
 
     def __init__(
@@ -327,7 +329,7 @@ class GraphStream:
     ):
         self.roots = collect_roots(roots, caller=caller)
         if module is not None and not isinstance(module, torch.nn.Module):
-            raise TypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
+            raise ArgumentTypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
         self.caller = caller
         self.names_by_tensor = _leaf_names(params, module, caller)
         self.module_names = qualified_names(module) if module is not None else None
@@ -356,7 +358,7 @@ class GraphStream:
 
     def __iter__(self) -> Iterator[Adjacency]:
         if self.started:
-            raise RuntimeError("a GraphStream can be iterated only once; create a new one")
+            raise StreamConsumedError("a GraphStream can be iterated only once; create a new one")
         self.started = True
         root_records: list[dict[str, Any]] = []
         for root in self.roots:

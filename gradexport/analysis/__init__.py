@@ -1,0 +1,11 @@
+"""Analyses of a graph already built: folding, comparing, counting memory.
+
+- `gradexport.analysis.simplify`: `gradexport.collapse`, `gradexport.fit`,
+  `gradexport.hide`, `gradexport.only_reaching`;
+- `gradexport.analysis.diff`: what changed between two graphs (`gradexport.diff`
+  takes files and roots too, see `gradexport.api.diff`);
+- `gradexport.analysis.memory`: which nodes and modules hold saved tensors'
+  bytes (`gradexport.saved_memory`).
+
+May import: core, tracing, backward.
+"""

@@ -1,0 +1,14 @@
+"""Running backward: the replay, the recorded real backward, and the non-finite search.
+
+- `gradexport.backward.replay`: `gradexport.replay`, one ``grad_fn``
+  call at a time in the engine's order; its record (`gradexport.Replay`)
+  is `gradexport.backward.replay_record`;
+- `gradexport.backward.start_gradients`: the gradients a backward starts from;
+- `gradexport.backward.gradient_stats`: the statistics kept of a gradient;
+- `gradexport.backward.record_gradients`: a real backward observed by
+  hooks, with a gradient record on every edge (`gradexport.record_gradients`);
+- `gradexport.backward.nonfinite`: where a NaN or infinity started
+  (`gradexport.find_nonfinite`).
+
+May import: core, tracing.
+"""

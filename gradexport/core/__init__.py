@@ -1,0 +1,15 @@
+"""The vocabulary every other wing speaks: plain data, no torch, no I/O.
+
+- `gradexport.core.kinds`: the node kinds (``root``, ``backward``, ``leaf``,
+  ``none``), the special kinds, what a node id looks like;
+- `gradexport.core.source`: the adjacency record and `Source`, which
+  reads a whole graph and a one-pass stream of it the same way;
+- `gradexport.core.marks`: the marks analyses put on a graph (diff states,
+  non-finite origins) and the keys of the gradient record on an edge;
+- `gradexport.core.options`: every export option, declared once;
+- `gradexport.core.limits`: the sizes the consumers (mermaid.js) accept;
+- `gradexport.core.errors`: every exception and warning, one tree under
+  `gradexport.GradexportError`.
+
+May import: nothing of gradexport.
+"""

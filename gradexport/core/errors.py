@@ -1,0 +1,181 @@
+"""Every exception and warning gradexport raises, in one tree.
+
+`GradexportError` is the base of every exception the library raises
+itself, and `GradexportWarning` of every warning it issues, so one
+``except gradexport.GradexportError`` catches all of them. Each class also
+derives from the built-in exception a caller would expect for its case
+(``TypeError`` for a wrong argument, ``OSError`` for a file that cannot be
+written...), so code that catches the built-in ones keeps working. Errors that
+torch itself raises while gradexport runs backward (a graph freed by an earlier
+``backward()``, a saved tensor modified in place) pass through unchanged.
+
+```text
+GradexportError
+├── ArgumentTypeError (TypeError): an argument of the wrong type, an unknown option, one that does not apply
+│   └── RootError (also ArgumentValueError): a root that cannot start a backward pass
+├── ArgumentValueError (ValueError): a value the function does not accept
+│   ├── GraphFormatError: a JSON document that is not a gradexport graph
+│   └── GraphTooLargeError: no folding brings the graph within a budget
+│       └── ViewerTooLargeError: more than the viewer's page can hold
+├── ArgumentKeyError (KeyError): a name that is not in the graph or the record
+├── StartGradientError (RuntimeError): torch cannot make a root's start gradient
+├── StreamConsumedError (RuntimeError): a one-pass GraphStream read twice
+├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
+├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
+├── RenderError (RuntimeError): Graphviz ran and failed
+├── OutputError (OSError): a file or folder that cannot be written
+├── MissingFileError (FileNotFoundError): a file that should be there is not
+├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
+├── ModelExplorerNotInstalledError (ImportError): the explorer extra is missing
+└── ExampleError: a MkDocs example block raised
+GradexportWarning (UserWarning)
+├── OptionWarning: an option that changes nothing for this graph
+├── MermaidSizeWarning: a diagram over mermaid.js's limits
+└── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
+```
+
+Examples:
+    >>> import gradexport
+    >>> try:
+    ...     gradexport.to_networkx(42)
+    ... except gradexport.GradexportError as error:
+    ...     type(error).__name__, isinstance(error, TypeError)
+    ('RootError', True)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArgumentKeyError",
+    "ArgumentTypeError",
+    "ArgumentValueError",
+    "DeepGraphWarning",
+    "ExampleError",
+    "GradexportError",
+    "GradexportWarning",
+    "GraphFormatError",
+    "GraphTooLargeError",
+    "GraphvizNotFoundError",
+    "MermaidSizeWarning",
+    "MissingFileError",
+    "ModelExplorerNotInstalledError",
+    "OptionWarning",
+    "OutputError",
+    "RenderError",
+    "ReplayError",
+    "RootError",
+    "ServerError",
+    "StartGradientError",
+    "StreamConsumedError",
+    "ViewerTooLargeError",
+]
+
+
+class GradexportError(Exception):
+    """The base of every exception gradexport raises (the message says what went wrong and what to do)."""
+
+
+class ArgumentTypeError(GradexportError, TypeError):
+    """An argument of the wrong type, an unknown option, or an option that does nothing for the call."""
+
+
+class ArgumentValueError(GradexportError, ValueError):
+    """An argument of the right type with a value the function does not accept."""
+
+
+class ArgumentKeyError(GradexportError, KeyError):
+    """A name or id that is not in the graph or the record asked."""
+
+    def __str__(self) -> str:  # the message as written, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+class RootError(ArgumentTypeError, ArgumentValueError):
+    """A root cannot start a backward pass (wrong type, no grad, nothing given).
+
+    It is both a ``TypeError`` and a ``ValueError``, so that callers who
+    catch either of the built-in errors for bad arguments also catch it.
+    """
+
+
+class GraphFormatError(ArgumentValueError):
+    """A JSON document is not a graph of `gradexport.tracing.graph`; the message gives the path to the bad field."""
+
+
+class GraphTooLargeError(ArgumentValueError):
+    """No collapse depth brings the graph within the budget."""
+
+
+class ViewerTooLargeError(GraphTooLargeError):
+    """The graph has more nodes or edges than a page can hold (the message gives the sizes and what to do)."""
+
+
+class StartGradientError(GradexportError, RuntimeError):
+    """torch cannot make a root's start gradient (a non-scalar root without ``grad_outputs``, a wrong shape)."""
+
+
+class StreamConsumedError(GradexportError, RuntimeError):
+    """A `gradexport.GraphStream` was iterated twice; it walks the graph once."""
+
+
+class ReplayError(GradexportError, RuntimeError):
+    """The replay cannot do what the autograd engine would do at a node.
+
+    Attributes:
+        node: The graph id of the node (as `gradexport.to_networkx` gives it).
+        op: The node's type name, e.g. ``"MulBackward0"``.
+    """
+
+    def __init__(self, node: str, op: str, reason: str):
+        super().__init__(f"replay: node {node} ({op}): {reason}")
+        self.node = node
+        self.op = op
+
+
+class GraphvizNotFoundError(GradexportError, RuntimeError):
+    """No Graphviz program to render SVG; the message says how to install one."""
+
+
+class RenderError(GradexportError, RuntimeError):
+    """Graphviz ran but failed; the message carries what it printed."""
+
+
+class OutputError(GradexportError, OSError):
+    """A diagram file or its folder cannot be written (the message names the path and why)."""
+
+
+class MissingFileError(GradexportError, FileNotFoundError):
+    """A file that should be there is not: a graph file given by path, or a part of this installation."""
+
+
+class ServerError(GradexportError, OSError):
+    """A local server cannot start: its port is in use, or it did not answer in time."""
+
+
+class ModelExplorerNotInstalledError(GradexportError, ImportError):
+    """Model Explorer (the ``ai-edge-model-explorer`` package) is not installed."""
+
+
+class ExampleError(GradexportError):
+    """A MkDocs example block raised; the message carries the page, line and traceback."""
+
+
+class GradexportWarning(UserWarning):
+    """The base of every warning gradexport issues."""
+
+
+class OptionWarning(GradexportWarning):
+    """An option was accepted but changes nothing for this graph (the message says what would)."""
+
+
+class MermaidSizeWarning(GradexportWarning):
+    """The diagram is larger than mermaid.js renders with its default limits."""
+
+
+class DeepGraphWarning(GradexportWarning, RuntimeWarning):
+    """Freeing a deep graph on the main thread may crash this process; the message says what to do."""
+
+
+# Shown and pickled as gradexport.RootError..., the name users import them by.
+for _name in __all__:
+    globals()[_name].__module__ = "gradexport"

@@ -1,0 +1,261 @@
+"""Running a page's blocks: in order, in one namespace, each page in a fresh folder, optionally in a forked child.
+
+Examples:
+    >>> from gradexport.frontends.mkdocs.blocks import find_blocks
+    >>> blocks = find_blocks(['```gradexport show="output"', "print(6 * 7)", "```"], "page.md")
+    >>> [result.output for result in run_blocks(blocks, "page.md", "page.md")]
+    ['42\\n']
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from ...core.errors import ExampleError
+from .blocks import Block, BlockOptions
+
+__all__ = ["BlockResult", "BlockRunner", "run_blocks"]
+
+@dataclass(frozen=True)
+class BlockResult:
+    """What running a block produced."""
+
+    #: Everything the block printed to stdout.
+    output: str
+    #: Diagram text per format: Mermaid source, or an ``<svg>`` element.
+    diagrams: dict[str, str]
+    #: The warnings the block raised, as ``"Category: message"``; the plugin logs them.
+    warnings: tuple[str, ...] = ()
+
+def run_blocks(
+    blocks: list[Block],
+    path: str,
+    shown_as: str,
+    *,
+    max_output: int = 0,
+    on_block: Callable[[int], None] | None = None,
+) -> list[BlockResult]:
+    """Run ``blocks`` in order in one fresh namespace and render their diagrams.
+
+    ``path`` is the Markdown file (tracebacks show its lines); ``shown_as`` names
+    the page in error messages. Printed output beyond ``max_output`` characters
+    (0: no cap) is dropped and a note says so. ``on_block(i)`` is called as
+    block ``i`` starts. Run this inside `gradexport.run_with_large_stack`
+    so that the namespace, and every graph in it, is freed on the large stack;
+    the plugin runs it through `BlockRunner`.
+
+    Raises:
+        ExampleError: when a block raises, with the traceback of its own frames.
+    """
+    namespace: dict[str, Any] = {"__name__": "__gradexport_example__"}
+    results = []
+    for number, block in enumerate(blocks):
+        if on_block is not None:
+            on_block(number)
+        output = _CappedOutput(max_output)
+        try:
+            with contextlib.redirect_stdout(output), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
+                value = _execute(block, path, namespace)
+                if block.options.graph is not None:
+                    value = eval(compile(block.options.graph, "<graph option>", "eval"), namespace)
+            diagrams = {}
+            if "diagram" in block.options.show and value is not None:
+                diagrams = _render(value, block.options)
+        except (Exception, SystemExit) as error:  # sys.exit() in an example is a failure too, not the build's exit
+            raise ExampleError(
+                f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
+                + _format_traceback(error, path)
+            ) from None
+        warned = tuple(f"{warning.category.__name__}: {warning.message}" for warning in caught)
+        results.append(BlockResult(_ADDRESS.sub(" at 0x…", output.text()), diagrams, warned))
+    return results
+
+class _CappedOutput(io.StringIO):
+    """Keeps the first ``limit`` characters written (all when ``limit`` is 0) and counts the rest."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit = limit
+        self.written = 0
+
+    def write(self, text: str) -> int:
+        self.written += len(text)
+        room = len(text) if not self.limit else self.limit - self.tell()
+        if room > 0:
+            super().write(text[:room])
+        return len(text)
+
+    def text(self) -> str:
+        kept = self.getvalue()
+        if self.written > len(kept):
+            kept += (
+                f"\n[output cut: the block printed {self.written:,} characters; the first {len(kept):,} are shown "
+                "(plugin option max_output)]\n"
+            )
+        return kept
+
+class BlockRunner:
+    """Runs pages' blocks as the plugin does: each page in a fresh temporary working directory and, with ``isolate``, in a child process.
+
+    The child is forked from the build on the first page (so torch and
+    gradexport are already imported) and serves the following pages too, so
+    what one page warmed up (imports, torch's lazy initialisation) the next
+    finds ready, as in the build process itself; each page still gets a fresh
+    namespace. It sends back each block's output and diagrams. That gives
+    every block a time limit of ``timeout`` seconds (0: none), and a block
+    that ends its process (``os._exit(0)``, a crash) fails the build rather
+    than ending it; after either, the next page gets a new child. Without
+    ``isolate`` the blocks run in the build process, with no time limit.
+
+    Examples:
+        >>> from gradexport.frontends.mkdocs.blocks import find_blocks
+        >>> blocks = find_blocks(['```gradexport show="output"', "print(6 * 7)", "```"], "page.md")
+        >>> with BlockRunner(timeout=10) as runner:
+        ...     [result.output for result in runner.run(blocks, "page.md", "page.md")]
+        ['42\\n']
+    """
+
+    def __init__(self, *, timeout: float = 60, max_output: int = 100_000, isolate: bool = True):
+        self.timeout = timeout
+        self.max_output = max_output
+        self.isolate = isolate
+        self._child: Any = None
+        self._connection: Any = None
+
+    def run(self, blocks: list[Block], path: str, shown_as: str) -> list[BlockResult]:
+        """Run one page's blocks (see `run_blocks`) in a new temporary working directory, removed afterwards.
+
+        Raises:
+            ExampleError: when a block raises, runs too long or ends the
+                process; the message names the page and the block's line.
+        """
+        with tempfile.TemporaryDirectory(prefix="gradexport-page-", ignore_cleanup_errors=True) as folder:
+            if self.isolate:
+                return self._run_in_child(blocks, path, shown_as, folder)
+            previous = os.getcwd()
+            os.chdir(folder)
+            try:
+                stack = importlib.import_module("gradexport.tracing.stack").run_with_large_stack
+                return stack(run_blocks, blocks, path, shown_as, max_output=self.max_output)
+            finally:
+                os.chdir(previous)
+
+    def _run_in_child(self, blocks: list[Block], path: str, shown_as: str, folder: str) -> list[BlockResult]:
+        if self._child is None:
+            context = multiprocessing.get_context("fork")
+            self._connection, child_end = context.Pipe()
+            self._child = context.Process(target=_serve_pages, args=(child_end,), daemon=True)
+            self._child.start()
+            child_end.close()
+        self._connection.send((blocks, path, shown_as, folder, self.max_output))
+        running = 0  # the block the child is running
+        started = time.monotonic()
+        while True:
+            wait = None if not self.timeout else max(0.0, started + self.timeout - time.monotonic())
+            if not self._connection.poll(wait):
+                self.close()
+                raise ExampleError(
+                    f"{shown_as}:{blocks[running].start + 1}: the gradexport block on this line ran longer than "
+                    f"{self.timeout:g} s and was stopped (plugin option timeout; 0 turns the limit off)"
+                )
+            try:
+                kind, payload = self._connection.recv()
+            except EOFError:
+                self._child.join()
+                status = self._child.exitcode
+                self.close()
+                raise ExampleError(
+                    f"{shown_as}:{blocks[running].start + 1}: the gradexport block on this line ended the process "
+                    f"that runs the examples (exit status {status}; os._exit(), a crash or a signal) before it "
+                    "finished; a block must return normally"
+                ) from None
+            if kind == "block":
+                running, started = payload, time.monotonic()
+            elif kind == "error":
+                raise ExampleError(payload)
+            else:
+                return payload
+
+    def close(self) -> None:
+        """End the child process, if there is one."""
+        if self._child is not None:
+            self._connection.close()
+            self._child.kill()
+            self._child.join()
+            self._child = self._connection = None
+
+    def __enter__(self) -> BlockRunner:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        self.close()
+
+def _serve_pages(connection: Any) -> None:
+    """The forked child: run each page sent, send back its results, and leave without tearing anything down."""
+    stack = importlib.import_module("gradexport.tracing.stack").run_with_large_stack
+    try:
+        while True:
+            try:
+                blocks, path, shown_as, folder, max_output = connection.recv()
+            except EOFError:
+                break
+            try:
+                os.chdir(folder)
+                results = stack(
+                    run_blocks, blocks, path, shown_as, max_output=max_output, on_block=lambda i: connection.send(("block", i))
+                )
+                connection.send(("done", results))
+            except ExampleError as error:
+                connection.send(("error", str(error)))
+            except BaseException as error:  # noqa: BLE001 - everything is reported to the build
+                trace = "".join(traceback.format_exception(error))
+                connection.send(("error", f"{shown_as}: running the gradexport blocks failed:\n{trace}"))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Skip interpreter teardown: freeing a deep graph there could overflow the stack.
+        os._exit(0)
+
+# Python's default reprs (``<SumBackward0 object at 0x7f…>``) change on every
+# run; masking the address keeps the built site the same from build to build.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
+    """Run a block; return the value of its last line if that is an expression."""
+    # Padding the code to its place in the Markdown file makes every line number
+    # (in tracebacks and syntax errors) a line of that file.
+    tree = ast.parse("\n" * (block.line - 1) + block.code, filename=path)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, path, "exec"), namespace)
+    if last is None:
+        return None
+    return eval(compile(ast.Expression(last.value), path, "eval"), namespace)
+
+def _format_traceback(error: BaseException, path: str) -> str:
+    tb: TracebackType | None = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename not in (path, "<graph option>"):
+        tb = tb.tb_next  # drop the plugin's own frames: the reader wants the example's
+    return "".join(traceback.format_exception(type(error), error, tb))
+
+def _render(value: Any, options: BlockOptions) -> dict[str, str]:
+    """The block's diagrams, from one trace of its roots."""
+    texts = importlib.import_module("gradexport.api.export").render(value, options.formats, **dict(options.export))
+    if "svg" in texts:
+        texts["svg"] = texts["svg"][texts["svg"].index("<svg") :]  # inline: drop the XML prolog and DOCTYPE
+    return texts
