@@ -54,7 +54,6 @@ import torch
 from torch import nn
 
 import gradexport
-from gradexport.frontends.model_explorer_server import free_port
 from gradexport.formats.json import write_json
 from gradexport.formats.model_explorer import (
     diff_panes,
@@ -64,6 +63,7 @@ from gradexport.formats.model_explorer import (
     to_model_explorer,
     write_model_explorer,
 )
+from gradexport.frontends.model_explorer_server import free_port
 from gradexport.tracing.graph import GraphStream, gc_paused
 from tests.browser_fixtures import CHROMIUM, CHROMIUM_ARGS, block_outside
 

@@ -8,9 +8,14 @@ Examples:
     4
 """
 
-from .backward.replay import Replay, ReplayStart, ReplayStep, replay
+from .analysis.diff import describe_diff
+from .analysis.memory import SavedMemory, saved_memory
+from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
+from .api.diff import diff
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
+from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
+from .backward.replay import Replay, ReplayStart, ReplayStep, replay
 from .core.errors import (
     ArgumentKeyError,
     ArgumentTypeError,
@@ -35,36 +40,26 @@ from .core.errors import (
     StreamConsumedError,
     ViewerTooLargeError,
 )
+from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
 from .formats import from_json
+from .frontends.notebook import GraphView, show
 from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
 from .tracing.modules import capture_modules
-from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
-from .frontends.notebook import GraphView, show
 from .tracing.roots import Root, collect_roots
-from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .tracing.stack import run_with_large_stack
-from .backward.nonfinite import NonfiniteReport, find_nonfinite
-from .analysis.memory import SavedMemory, saved_memory
-from .analysis.diff import describe_diff
-from .api.diff import diff
 
 __all__ = [
+    "KINDS",
+    "SPECIAL_KINDS",
+    "VIEW_OPS",
     "ArgumentKeyError",
     "ArgumentTypeError",
     "ArgumentValueError",
-    "capture_modules",
-    "collapse",
-    "collect_roots",
     "DeepGraphWarning",
-    "describe_diff",
     "DiagramOptions",
-    "diff",
     "ExampleError",
     "ExportOptions",
-    "find_nonfinite",
-    "fit",
     "FoldOptions",
-    "from_json",
     "GradexportError",
     "GradexportWarning",
     "GraphFormatError",
@@ -72,33 +67,41 @@ __all__ = [
     "GraphTooLargeError",
     "GraphView",
     "GraphvizNotFoundError",
-    "hide",
-    "KINDS",
     "MermaidSizeWarning",
     "MissingFileError",
     "ModelExplorerNotInstalledError",
     "NonfiniteReport",
-    "only_reaching",
     "OptionWarning",
     "OutputError",
-    "record_gradients",
     "RenderError",
     "RenderOptions",
     "Replay",
-    "replay",
     "ReplayError",
     "ReplayStart",
     "ReplayStep",
     "Root",
     "RootError",
-    "run_with_large_stack",
-    "saved_memory",
     "SavedMemory",
     "ServerError",
-    "show",
-    "SPECIAL_KINDS",
     "StartGradientError",
     "StreamConsumedError",
+    "TraceOptions",
+    "ViewerTooLargeError",
+    "capture_modules",
+    "collapse",
+    "collect_roots",
+    "describe_diff",
+    "diff",
+    "find_nonfinite",
+    "fit",
+    "from_json",
+    "hide",
+    "only_reaching",
+    "record_gradients",
+    "replay",
+    "run_with_large_stack",
+    "saved_memory",
+    "show",
     "to_dot",
     "to_html",
     "to_json",
@@ -107,8 +110,5 @@ __all__ = [
     "to_networkx",
     "to_pydot",
     "to_svg",
-    "TraceOptions",
-    "VIEW_OPS",
-    "ViewerTooLargeError",
     "write",
 ]

@@ -12,9 +12,9 @@ from torch import nn
 from torch.utils import checkpoint
 
 import gradexport
-from gradexport.tracing.graph import trace
 from gradexport.analysis.diff import differs
 from gradexport.core.marks import DIFF_STATES
+from gradexport.tracing.graph import trace
 
 
 def mlp(extra: bool = False, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:

@@ -10,7 +10,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 import torch
-from format_fixtures import needs_dot  # noqa: E402
+from format_fixtures import needs_dot
 
 import gradexport
 from gradexport import OutputError, RenderError

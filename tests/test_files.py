@@ -46,9 +46,8 @@ def test_a_failed_second_rename_puts_the_first_file_back(tmp_path, monkeypatch):
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(OutputError, match=r"cannot write '.*b\.txt': Operation not permitted"):
-        with stage_three(tmp_path):
-            pass
+    with pytest.raises(OutputError, match=r"cannot write '.*b\.txt': Operation not permitted"), stage_three(tmp_path):
+        pass
     assert contents(tmp_path) == {"a.txt": "old a", "b.txt": "old b"}  # c.txt, new, never appeared
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
     assert calls[:2] == ["a.txt", "b.txt"] and "a.txt" in calls[2:]  # a was replaced, then put back
@@ -58,11 +57,10 @@ def test_a_failed_second_rename_puts_the_first_file_back(tmp_path, monkeypatch):
 def test_a_folder_appearing_at_a_target_rolls_back_every_file(tmp_path):
     (tmp_path / "b.txt").write_text("old b")
     (tmp_path / "c.txt").write_text("old c")
-    with pytest.raises(OutputError, match=r"cannot write '.*c\.txt'"):
-        with stage_three(tmp_path):
-            (tmp_path / "c.txt").unlink()
-            (tmp_path / "c.txt").mkdir()  # a real failure of rename(2): a non-empty folder is in the way
-            (tmp_path / "c.txt" / "inside").write_text("keep me")
+    with pytest.raises(OutputError, match=r"cannot write '.*c\.txt'"), stage_three(tmp_path):
+        (tmp_path / "c.txt").unlink()
+        (tmp_path / "c.txt").mkdir()  # a real failure of rename(2): a non-empty folder is in the way
+        (tmp_path / "c.txt" / "inside").write_text("keep me")
     assert contents(tmp_path) == {"b.txt": "old b"}  # a.txt was new: removed again
     assert (tmp_path / "c.txt" / "inside").read_text() == "keep me"
     assert temporaries(tmp_path) == []
@@ -75,12 +73,11 @@ def test_without_hard_links_the_old_file_is_copied_aside(tmp_path, monkeypatch):
         raise OSError(1, "no hard links on this file system")
 
     monkeypatch.setattr(os, "link", no_links)
-    with pytest.raises(OutputError, match=r"x\.txt"):
-        with StagedFiles() as staged:
-            staged.open(tmp_path / "a.txt").write("new a")
-            staged.open(tmp_path / "x.txt").write("new x")
-            (tmp_path / "x.txt").mkdir()
-            (tmp_path / "x.txt" / "inside").write_text("")
+    with pytest.raises(OutputError, match=r"x\.txt"), StagedFiles() as staged:
+        staged.open(tmp_path / "a.txt").write("new a")
+        staged.open(tmp_path / "x.txt").write("new x")
+        (tmp_path / "x.txt").mkdir()
+        (tmp_path / "x.txt" / "inside").write_text("")
     assert (tmp_path / "a.txt").read_text() == "old a"
     assert temporaries(tmp_path) == []
 
@@ -175,9 +172,8 @@ def test_an_over_long_name_is_an_output_error(tmp_path):
     w = torch.ones(1, requires_grad=True)
     with pytest.raises(OutputError, match=r"cannot write '.*a{300}\.dot': File name too long"):
         gradexport.write(w * 2, tmp_path, "dot", stem="a" * 300)
-    with pytest.raises(OutputError, match="File name too long"):
-        with atomic_open(tmp_path / ("b" * 300)):
-            pass
+    with pytest.raises(OutputError, match="File name too long"), atomic_open(tmp_path / ("b" * 300)):
+        pass
     long_but_valid = "c" * 250 + ".dot"  # the temporary's name is shortened to fit
     gradexport.write(w * 2, tmp_path, "dot", stem="c" * 250)
     assert (tmp_path / long_but_valid).read_text().startswith("digraph")

@@ -7,7 +7,7 @@ import json as std_json
 import networkx as nx
 import pytest
 import torch
-from format_fixtures import FORMAT_CASES, case_graph, named_graph, names  # noqa: E402
+from format_fixtures import FORMAT_CASES, case_graph, named_graph, names
 from hypothesis import given, settings
 
 import gradexport

@@ -10,7 +10,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 import torch
-from format_fixtures import NASTY_NAMES, needs_dot, svg_text_lines  # noqa: E402
+from format_fixtures import NASTY_NAMES, needs_dot, svg_text_lines
 
 import gradexport
 from gradexport.formats import GraphvizNotFoundError, RenderError, svg
@@ -45,7 +45,7 @@ def test_blog_svg_shows_names_shapes_and_indices_and_is_stable():
 @needs_dot
 def test_names_never_become_markup():
     w = torch.ones(2, requires_grad=True)
-    params = {name: w for name in NASTY_NAMES}  # a tied tensor: one leaf under every name
+    params = dict.fromkeys(NASTY_NAMES, w)  # a tied tensor: one leaf under every name
     text = gradexport.to_svg({"<b>root</b> & \"end\"": (w * 2).sum()}, params=params)
     shown = svg_text_lines(text)  # parses as XML with Graphviz's elements only
     assert "<script>" not in text and "<b>" not in text

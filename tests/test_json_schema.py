@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradexport
-from gradexport.formats import GraphFormatError, from_json, to_dot, to_json, to_mermaid
 from gradexport.analysis.simplify import collapse, hide, module_depth
+from gradexport.formats import GraphFormatError, from_json, to_dot, to_json, to_mermaid
 
 
 def assert_equal_graphs(left: nx.MultiDiGraph, right: nx.MultiDiGraph) -> None:

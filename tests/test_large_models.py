@@ -12,8 +12,8 @@ from format_fixtures import mermaid_shown, needs_mermaid, parse_mermaid
 from torch import nn
 
 import gradexport
-from gradexport.frontends.cli import main
 from gradexport.formats import MermaidSizeWarning
+from gradexport.frontends.cli import main
 
 ENCODER_CODE = """
 import torch

@@ -19,12 +19,12 @@ import torch
 from cases import CASES
 
 import gradexport
+from gradexport.core.options import DiagramOptions
 from gradexport.formats.model_explorer import (
     DIFF_VALUES,
     EXTENSION,
     GRAPH_ID,
     NONFINITE_VALUES,
-    ModelExplorerNotInstalledError,
     diff_panes,
     gradient_node_data,
     mark_node_data,
@@ -34,7 +34,6 @@ from gradexport.formats.model_explorer import (
 )
 from gradexport.formats.styles import MARK_STYLES
 from gradexport.tracing.graph import GraphStream
-from gradexport.core.options import DiagramOptions
 
 REPO = Path(__file__).resolve().parents[1]
 

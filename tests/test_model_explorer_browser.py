@@ -33,8 +33,8 @@ import torch
 from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
 
 import gradexport
-from gradexport.frontends.model_explorer_server import free_port
 from gradexport.formats.model_explorer import DIFF_VALUES
+from gradexport.frontends.model_explorer_server import free_port
 
 pytestmark = [
     pytest.mark.browser,
@@ -123,7 +123,7 @@ def start_server(folder: Path, code: str, graphs: Any) -> Iterator[dict[str, Any
     proxy = CountingProxy()
     proxy_url = f"http://127.0.0.1:{proxy.port}"
     env = {name: value for name, value in os.environ.items() if "proxy" not in name.lower()}
-    env |= {name: proxy_url for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")}
+    env |= dict.fromkeys(("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"), proxy_url)
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", code, str(folder / "graph.pickle"), str(port)],

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import gradexport
-from gradexport.analysis.simplify import VIEW_OPS, module_depth
+from gradexport.analysis.simplify import VIEW_OPS
 
 
 class SmallCNN(nn.Module):

@@ -12,8 +12,8 @@ from torch import nn
 from torch.autograd.graph import Node
 
 import gradexport
-from gradexport.tracing.graph import trace
 from gradexport.backward.nonfinite import check_command
+from gradexport.tracing.graph import trace
 
 
 def nonfinite(grad: torch.Tensor | None) -> bool:

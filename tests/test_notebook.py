@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 
 import torch
-from format_fixtures import needs_dot, svg_text_lines  # noqa: E402
+from format_fixtures import needs_dot, svg_text_lines
 
 import gradexport
 

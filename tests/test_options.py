@@ -13,13 +13,13 @@ import torch
 
 import gradexport
 from gradexport import GraphStream
-from gradexport.frontends.cli import main
-from gradexport.api.export import prepare
 from gradexport.api import registry
+from gradexport.api.export import prepare
 from gradexport.api.registry import FORMATS, Format, register
+from gradexport.core.options import ExportKeywords, ExportOptions, OptionWarning, option_table
+from gradexport.frontends.cli import main
 from gradexport.frontends.mkdocs.blocks import find_blocks
 from gradexport.frontends.mkdocs.runner import run_blocks
-from gradexport.core.options import ExportKeywords, ExportOptions, OptionWarning, option_table
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ from format_fixtures import FORMAT_CASES, NASTY_NAMES, REPO
 from torch import nn
 
 import gradexport
+from gradexport.core.options import DiagramOptions
 from gradexport.formats import html as viewer_html
 from gradexport.formats.html import ViewerTooLargeError, notebook_iframe, to_html, write_html
-from gradexport.core.options import DiagramOptions
 from gradexport.tracing.graph import GraphStream, trace
 
 

@@ -18,10 +18,10 @@ from test_viewer_browser import CONTRAST_JS, open_page, screenshot  # noqa: F401
 from torch import nn
 
 import gradexport
+from gradexport.core.options import DiagramOptions
 from gradexport.formats.html import write_html
 from gradexport.formats.labels import DIFF_MARKS, byte_text, node_lines
 from gradexport.formats.styles import MARK_COLORS, MARK_STYLES
-from gradexport.core.options import DiagramOptions
 
 pytestmark = pytest.mark.browser
 

@@ -27,9 +27,9 @@ from typing import NamedTuple
 import networkx as nx
 import torch
 
+from ..core.errors import ArgumentValueError
 from ..tracing.graph import Params, to_networkx
 from ..tracing.roots import Roots
-from ..core.errors import ArgumentValueError
 
 __all__ = ["NodeMemory", "SavedMemory", "saved_memory"]
 

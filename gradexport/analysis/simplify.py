@@ -41,8 +41,8 @@ from typing import Any
 
 import networkx as nx
 
-from ..core.limits import LIMITS as MERMAID_LIMITS
 from ..core.errors import ArgumentKeyError, ArgumentTypeError, ArgumentValueError, GraphTooLargeError
+from ..core.limits import LIMITS as MERMAID_LIMITS
 
 __all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "has_modules", "hide", "module_depth", "only_reaching"]
 

@@ -48,19 +48,19 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from ..formats import dot, html, model_explorer
-from ..formats.files import StagedFiles
-from .registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats, read_options
-from ..core.source import Source
-from ..tracing.graph import GraphStream, gc_paused
-from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
-from ..tracing.roots import Roots
 from ..analysis.simplify import collapse, has_modules
 from ..core.errors import ArgumentValueError
+from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
+from ..core.source import Source
+from ..formats import dot, html, model_explorer
+from ..formats.files import StagedFiles
+from ..tracing.graph import GraphStream, gc_paused
+from ..tracing.roots import Roots
+from .registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats, read_options
 
 if TYPE_CHECKING:
     import pydot
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_html", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
 
 #: What the functions of this module accept: a graph from `gradexport.to_networkx`, or roots.
-GraphOrRoots = Union[nx.MultiDiGraph, Roots]
+GraphOrRoots = nx.MultiDiGraph | Roots
 
 
 def prepare(

@@ -40,10 +40,10 @@ from typing import IO, Any
 
 import networkx as nx
 
-from ..core.options import DiagramOptions, ExportOptions
-from ..formats import dot, html, json, mermaid, model_explorer, svg
-from ..core.source import Source
 from ..core.errors import ArgumentTypeError, ArgumentValueError
+from ..core.options import DiagramOptions, ExportOptions
+from ..core.source import Source
+from ..formats import dot, html, json, mermaid, model_explorer, svg
 
 __all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "read_options", "register"]
 

@@ -43,11 +43,11 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
-from .replay import GradOutputs, start_gradients
-from .record_gradients import record_flow
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
+from .record_gradients import record_flow
+from .replay import GradOutputs, start_gradients
 
 __all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
 

@@ -31,9 +31,9 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .gradient_stats import gradient_summary
 from ..tracing.graph import Params, Trace, trace
 from ..tracing.roots import Roots
+from .gradient_stats import gradient_summary
 from .start_gradients import GradOutputs, Start, start_gradients
 
 __all__ = ["PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]

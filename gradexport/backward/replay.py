@@ -68,6 +68,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from ..core.errors import ReplayError
 from ..tracing._torch import (
     input_metadata,
     node_hook_counts,
@@ -76,12 +77,11 @@ from ..tracing._torch import (
     sequence_nr,
     tensor_hook_count,
 )
-from .gradient_stats import gradient_summary
 from ..tracing.graph import Params, trace
-from .replay_record import Replay, ReplayStart, ReplayStep
 from ..tracing.roots import Roots
+from .gradient_stats import gradient_summary
+from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import GradOutputs, Start, start_gradients
-from ..core.errors import ReplayError
 
 # The record, the starts and the statistics live in their own modules; their names stay importable from here.
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]

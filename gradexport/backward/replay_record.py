@@ -23,9 +23,9 @@ from typing import Any
 import networkx as nx
 import torch
 
-from .gradient_stats import gradient_summary
-from ..tracing.tensors import plain, tensor_meta
 from ..core.errors import ArgumentKeyError
+from ..tracing.tensors import plain, tensor_meta
+from .gradient_stats import gradient_summary
 
 __all__ = ["Replay", "ReplayStart", "ReplayStep"]
 

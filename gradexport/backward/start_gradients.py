@@ -22,9 +22,9 @@ from typing import Any
 import torch
 from torch.autograd.graph import GradientEdge
 
+from ..core.errors import ArgumentTypeError, ArgumentValueError, StartGradientError
 from ..tracing._torch import make_grad, num_inputs
 from ..tracing.roots import Root
-from ..core.errors import ArgumentTypeError, ArgumentValueError, StartGradientError
 
 __all__ = ["GradOutputs", "Start", "start_gradients"]
 

@@ -45,6 +45,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypedDict
+
 from .errors import ArgumentTypeError, ArgumentValueError, OptionWarning
 
 # The export functions type their keyword options with Unpack[ExportKeywords].

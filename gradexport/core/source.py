@@ -37,8 +37,8 @@ from typing import Any, Protocol, Union
 
 import networkx as nx
 
-from .kinds import is_model_id
 from .errors import ArgumentTypeError
+from .kinds import is_model_id
 
 __all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes"]
 

@@ -18,10 +18,10 @@ Examples:
     'flowchart LR'
 """
 
+from ..core.options import DIRECTIONS, DiagramOptions
 from .dot import generate_dot, to_dot, to_pydot, write_dot
 from .files import OutputError, StagedFiles, atomic_open
 from .json import GraphFormatError, from_json, generate_json, read_json, to_json, write_json
-from ..core.options import DIRECTIONS, DiagramOptions
 from .mermaid import MermaidSizeWarning, generate_mermaid, to_mermaid, write_mermaid
 from .svg import (
     GraphvizNotFoundError,

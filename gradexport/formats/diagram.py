@@ -37,8 +37,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..core.options import DiagramOptions
-from .labels import DIFF_MARKS, element_id, look_signature, module_title, node_class, node_lines, printable, tensor_text
 from ..core.source import GraphSource, Source
+from .labels import DIFF_MARKS, element_id, look_signature, module_title, node_class, node_lines, printable, tensor_text
 from .styles import MARK_COLORS, GradScale
 
 __all__ = ["BoxEvent", "Cluster", "DiagramNode", "EdgeLook", "ModuleBoxes", "diagram", "drawn_none_slots"]

@@ -54,12 +54,12 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import IO, TYPE_CHECKING
 
-from .files import atomic_open
-from ..core.options import DiagramOptions
-from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
-from ..core.source import GraphSource, Source
-from .styles import FONT, STYLES
 from ..core.errors import RenderError
+from ..core.options import DiagramOptions
+from ..core.source import GraphSource, Source
+from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
+from .files import atomic_open
+from .styles import FONT, STYLES
 
 if TYPE_CHECKING:
     import pydot

@@ -53,6 +53,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
+
 from ..core.errors import OutputError
 
 __all__ = ["OutputError", "StagedFiles", "atomic_open", "remove_stale_temporaries"]

@@ -50,13 +50,13 @@ from functools import lru_cache
 from importlib import resources
 from typing import IO, Any
 
+from ..core.errors import ArgumentValueError, GradexportError, MissingFileError, ViewerTooLargeError
 from ..core.options import DiagramOptions
+from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
 from .files import atomic_open
 from .labels import DIFF_MARKS, element_id, node_lines
-from ..core.source import GraphSource, adjacency, graph_attributes
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
-from ..core.errors import ArgumentValueError, GradexportError, MissingFileError, ViewerTooLargeError
 
 __all__ = [
     "MAX_VIEWER_EDGES",

@@ -41,10 +41,10 @@ from typing import IO, Any
 
 import networkx as nx
 
-from .files import atomic_open
+from ..core.errors import GraphFormatError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import GraphSource, Source
-from ..core.errors import GraphFormatError
+from .files import atomic_open
 
 __all__ = ["GraphFormatError", "from_json", "generate_json", "read_json", "to_json", "write_json"]
 

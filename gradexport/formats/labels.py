@@ -249,7 +249,7 @@ def _kind_lines(attributes: Mapping[str, Any], show_saved: bool, show_module: bo
 
 def look_signature(kind: Any, attributes: Mapping[str, Any], show_saved: bool, show_module: bool) -> tuple[Any, ...] | None:
     """What a backward node's or a leaf's look depends on (see `node_lines`); None for other nodes and marked ones."""
-    if show_saved and "saved" in attributes or "diff" in attributes or "nonfinite" in attributes:
+    if (show_saved and "saved" in attributes) or "diff" in attributes or "nonfinite" in attributes:
         return None
     if kind == "backward":
         return (attributes.get("op"), attributes.get("special"), show_module and attributes.get("module"))

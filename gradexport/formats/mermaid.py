@@ -45,13 +45,13 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import IO, NamedTuple
 
-from .files import atomic_open
-from ..core.options import DiagramOptions
-from .diagram import DiagramNode, ModuleBoxes, diagram
-from .styles import MARK_STYLES, NODE_STYLES, STYLES
-from ..core.source import GraphSource, Source
 from ..core.errors import MermaidSizeWarning
 from ..core.limits import LIMITS, MermaidLimits
+from ..core.options import DiagramOptions
+from ..core.source import GraphSource, Source
+from .diagram import DiagramNode, ModuleBoxes, diagram
+from .files import atomic_open
+from .styles import MARK_STYLES, NODE_STYLES, STYLES
 
 __all__ = [
     "LIMITS",

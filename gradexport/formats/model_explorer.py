@@ -81,12 +81,12 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
+from ..core.errors import ArgumentValueError, ModelExplorerNotInstalledError
 from ..core.options import DiagramOptions
+from ..core.source import GraphSource, adjacency, graph_attributes
 from .files import atomic_open
 from .labels import element_id, node_class, printable
-from ..core.source import GraphSource, adjacency, graph_attributes
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
-from ..core.errors import ArgumentValueError, ModelExplorerNotInstalledError
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -34,10 +34,10 @@ from typing import IO
 
 import networkx as nx
 
+from ..core.errors import GraphvizNotFoundError, RenderError
+from ..core.options import DiagramOptions
 from .dot import to_dot
 from .files import atomic_open
-from ..core.options import DiagramOptions
-from ..core.errors import GraphvizNotFoundError, RenderError
 
 __all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
 

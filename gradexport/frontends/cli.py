@@ -51,8 +51,8 @@ import torch
 
 from ..api.export import is_plain_name, prepare, write
 from ..api.registry import DEFAULT_FORMATS, FORMATS, parse_formats, read_options
-from ..tracing.modules import capture_modules
 from ..core.options import ExportOptions
+from ..tracing.modules import capture_modules
 from ..tracing.roots import RootError
 from ..tracing.stack import run_with_large_stack
 
@@ -403,7 +403,7 @@ def _view(argv: Sequence[str]) -> int:
 def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     import webbrowser
 
-    location, name = args.target
+    name = args.target[1]
     roots, params, module = _call_target(args.target, bar)
     stem = name.rpartition(".")[2]
     try:

@@ -50,6 +50,10 @@ from urllib.parse import quote, unquote
 
 import networkx as nx
 
+from ..api.diff import Diffable, diff, load_graph
+from ..core.errors import ArgumentValueError, MissingFileError, ServerError
+from ..core.options import DiagramOptions
+from ..core.source import GraphSource
 from ..formats.model_explorer import (
     EXTENSION,
     _model_explorer,
@@ -58,11 +62,7 @@ from ..formats.model_explorer import (
     node_data_for,
     write_model_explorer,
 )
-from ..core.source import GraphSource
 from ..tracing.graph import gc_paused
-from ..api.diff import Diffable, diff, load_graph
-from ..core.options import DiagramOptions
-from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 
 __all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
 

@@ -26,8 +26,8 @@ from typing import Any
 import networkx as nx
 
 from ..api.export import GraphOrRoots, as_graph
-from ..formats import html, mermaid, svg
 from ..core.options import DiagramOptions, ExportKeywords, Unpack
+from ..formats import html, mermaid, svg
 
 __all__ = ["GraphView", "show"]
 

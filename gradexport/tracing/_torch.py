@@ -51,10 +51,10 @@ from torch.utils import _pytree
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
     "FREED_TEXTS",
-    "compiled_original",
     "STALE_TEXTS",
     "NodeHooks",
     "SlotMetadata",
+    "compiled_original",
     "input_metadata",
     "make_grad",
     "next_sequence_nr",

@@ -88,22 +88,22 @@ import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import cache
 from typing import Any, NamedTuple
 
 import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
-from ._torch import input_metadata, sequence_nr_getter, signed
+from ..core.errors import ArgumentTypeError, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency
+from ._torch import input_metadata, sequence_nr_getter, signed
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
 from .saved import StorageKey, saved_storages, summarize_saved
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
-from ..core.errors import ArgumentTypeError, StreamConsumedError
 
 __all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
 
@@ -274,7 +274,7 @@ def gc_paused() -> Iterator[None]:
 NextFunctions = tuple[tuple[Node | None, int], ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _type_facts(node_type: type) -> tuple[str, str | None, Callable[[Node], int]]:
     """``op`` and ``special`` of every Node of this type, and its ``_sequence_nr`` getter (no call layer per node)."""
     op = node_type.__name__

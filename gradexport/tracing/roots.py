@@ -24,18 +24,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import torch
 from torch.autograd.graph import GradientEdge, Node
 
-from .tensors import type_name
 from ..core.errors import RootError
+from .tensors import type_name
 
 __all__ = ["Root", "RootError", "Roots", "collect_roots", "described_type"]
 
 #: What the public functions accept as roots.
-Roots = Union[torch.Tensor, Node, GradientEdge, Sequence[Any], Mapping[Any, Any]]
+Roots = torch.Tensor | Node | GradientEdge | Sequence[Any] | Mapping[Any, Any]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
+
 from ..core.errors import DeepGraphWarning
 
 __all__ = [
@@ -70,7 +71,7 @@ def run_with_large_stack(function: Callable[..., T], *args: Any, stack_mib: int 
     def target() -> None:
         try:
             outcome["value"] = function(*args, **kwargs)
-        except BaseException as error:  # handed to the calling thread below
+        except BaseException as error:  # noqa: BLE001 - handed to the calling thread below, which raises it
             outcome["error"] = error
 
     previous = threading.stack_size(stack_mib * 2**20)

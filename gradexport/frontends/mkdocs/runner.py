@@ -77,7 +77,7 @@ def run_blocks(
             diagrams = {}
             if "diagram" in block.options.show and value is not None:
                 diagrams = _render(value, block.options)
-        except (Exception, SystemExit) as error:  # sys.exit() in an example is a failure too, not the build's exit
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - sys.exit() in an example is a failure too, not the build's exit
             raise ExampleError(
                 f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
                 + _format_traceback(error, path)
