@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 PYTHON_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: setup system-deps test serve site examples bench clean test-quick
+.PHONY: setup system-deps test serve site examples bench clean test-quick test-lowest lint
 
 setup: system-deps $(PYTHON_STAMP) $(NODE_STAMP)
 
@@ -19,7 +19,7 @@ system-deps:
 
 $(PYTHON_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH)" -e ".[svg,test,docs,bench,explorer]"
+	$(PY) -m pip install --quiet "$(TORCH)" -e ".[svg,test,docs,bench,explorer,lint]"
 	touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -28,6 +28,16 @@ $(NODE_STAMP): package.json package-lock.json
 
 test: setup
 	$(PY) -m pytest
+
+# The quick tests against the lowest versions pyproject.toml allows (scripts/lowest_versions.py).
+test-lowest: setup
+	$(PY) scripts/lowest_versions.py .lowest
+	PYTHONPATH=.lowest $(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider
+
+# Lint and type checks: ruff (rules in pyproject.toml) and mypy on the package.
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # For development: skips the tests marked slow (torch.compile, deep graphs, site builds) and browser.
 test-quick: setup

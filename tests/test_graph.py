@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import networkx as nx
 import pytest
 import torch
 from cases import CASES, Case, Cube, deep_chain, multi_output
+from nx_compat import node_link_data, node_link_graph
 from torch import nn
 
 import gradexport
@@ -299,9 +301,9 @@ def test_saved_of_non_reentrant_checkpoint_does_not_recompute() -> None:
 def test_graph_holds_no_torch_objects_and_round_trips_through_json() -> None:
     case = multi_output()
     graph = gradexport.to_networkx(case.roots, params=case.params, show_none=True, saved=True)
-    data = nx.node_link_data(graph, edges="edges")
+    data = node_link_data(graph)
     text = json.dumps(data, sort_keys=True)
-    again = nx.node_link_graph(json.loads(text), edges="edges")
+    again = node_link_graph(json.loads(text))
     assert isinstance(again, nx.MultiDiGraph)
     assert nx.utils.graphs_equal(graph, again)
     assert list(graph.edges(keys=True, data=True)) == list(again.edges(keys=True, data=True))
@@ -310,16 +312,18 @@ def test_graph_holds_no_torch_objects_and_round_trips_through_json() -> None:
 def test_ids_are_identical_across_processes() -> None:
     program = textwrap.dedent(
         """
-        import json, torch, networkx as nx, gradexport
+        import json, sys, torch, gradexport
+        sys.path.insert(0, TESTS)
+        from nx_compat import node_link_data
         torch.manual_seed(1)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
         out = model(torch.randn(3, 4))
         graph = gradexport.to_networkx({"loss": out.pow(2).sum(), "out": out}, module=model, show_none=True, saved=True)
-        data = nx.node_link_data(graph, edges="edges")
+        data = node_link_data(graph)
         data["graph"].pop("torch_version")
         print(json.dumps(data, sort_keys=True))
         """
-    )
+    ).replace("TESTS", repr(str(Path(__file__).resolve().parent)))
     runs = [subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True).stdout for _ in range(2)]
     assert runs[0] == runs[1]
     assert '"root": "loss"' in runs[0] and '"0.weight"' in runs[0]

@@ -55,6 +55,7 @@ import networkx as nx
 
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
+from ..core.source import KeyedEdges, node_data, predecessors, successors
 
 __all__ = ["DIFF_STATES", "describe_diff", "diff_graphs", "differs"]
 
@@ -143,13 +144,13 @@ def _anchor(graph: nx.MultiDiGraph, node_id: str) -> Hashable | None:
 
 
 def _token(graph: nx.MultiDiGraph, node_id: str) -> tuple[Any, ...]:
-    data = graph._node[node_id]
+    data = node_data(graph)[node_id]
     return (data["kind"], data.get("module"), data.get("op"))
 
 
 def _preorder(graph: nx.MultiDiGraph) -> list[str]:
     starts = [entry["node"] for entry in graph.graph.get("roots", []) if entry["node"] in graph]
-    starts += [node_id for node_id, sources in graph._pred.items() if not sources]
+    starts += [node_id for node_id, sources in predecessors(graph).items() if not sources]
     order: list[str] = []
     seen: set[str] = set()
     stack = list(reversed(starts))
@@ -159,7 +160,7 @@ def _preorder(graph: nx.MultiDiGraph) -> list[str]:
             continue
         seen.add(node_id)
         order.append(node_id)
-        by_key = sorted((key, target) for target, keyed in graph._succ[node_id].items() for key in keyed)
+        by_key = sorted((key, target) for target, keyed in successors(graph)[node_id].items() for key in keyed)
         stack.extend(target for _, target in reversed(by_key))
     return order + [node_id for node_id in graph if node_id not in seen]
 
@@ -208,8 +209,8 @@ def _spread(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[st
 
     while queue:
         node_a, node_b = queue.popleft()
-        children_b = {(key, data.get("input_nr")): target for target, keyed in graph_b._succ[node_b].items() for key, data in keyed.items()}
-        for target_a, key, data in _edges(graph_a._succ[node_a]):
+        children_b = {(key, data.get("input_nr")): target for target, keyed in successors(graph_b)[node_b].items() for key, data in keyed.items()}
+        for target_a, key, data in _edges(successors(graph_a)[node_a]):
             target_b = children_b.get((key, data.get("input_nr")))
             if (
                 target_b is not None
@@ -228,13 +229,13 @@ def _spread(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[st
 
 def _free_parents(graph: nx.MultiDiGraph, node_id: str, done: Collection[str]) -> dict[tuple[Any, ...], list[str]]:
     parents: dict[tuple[Any, ...], list[str]] = {}
-    for source, key, data in _edges(graph._pred[node_id]):
+    for source, key, data in _edges(predecessors(graph)[node_id]):
         if source not in done:
             parents.setdefault((key, data.get("input_nr"), *_token(graph, source)), []).append(source)
     return parents
 
 
-def _edges(adjacency: dict[str, dict[int, dict[str, Any]]]) -> Iterable[tuple[str, int, dict[str, Any]]]:
+def _edges(adjacency: KeyedEdges) -> Iterable[tuple[str, int, dict[str, Any]]]:
     """``(neighbour, key, attributes)`` from one node's entry of the graph's ``_succ`` or ``_pred``.
 
     The graph's own dict-of-dicts storage (as `gradexport.tracing.graph` fills it):
@@ -274,7 +275,7 @@ def _grad_changes(grad_a: dict[str, Any], grad_b: dict[str, Any]) -> dict[str, l
 
 
 def _merge(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> nx.MultiDiGraph:
-    merged = nx.MultiDiGraph()
+    merged: nx.MultiDiGraph = nx.MultiDiGraph()
     from_b = {node_b: node_a for node_a, node_b in matched.items()}
     new_b: dict[str, str] = {}
     new_a: dict[str, str] = {}
@@ -292,15 +293,15 @@ def _merge(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str
             if changes:
                 attributes["changes"] = changes
         merged.add_node(node_id, **attributes)
-    for node_a, data_a in graph_a.nodes(data=True):
+    for node_a, removed in graph_a.nodes(data=True):
         if node_a not in matched:
             node_id = new_a[node_a] = f"n{merged.number_of_nodes()}"
-            merged.add_node(node_id, **dict(data_a, a_id=node_a, diff="removed"))
+            merged.add_node(node_id, **dict(removed, a_id=node_a, diff="removed"))
 
     for source, target, key, data_b in graph_b.edges(keys=True, data=True):
         attributes = dict(data_b)
         source_a, target_a = from_b.get(source), from_b.get(target)
-        data_a = None
+        data_a: dict[str, Any] | None = None
         if source_a is not None and target_a is not None and graph_a.has_edge(source_a, target_a, key):
             data_a = graph_a.edges[source_a, target_a, key]
         if data_a is None:

@@ -35,7 +35,7 @@ Examples:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Hashable, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -43,6 +43,7 @@ import networkx as nx
 
 from ..core.errors import ArgumentKeyError, ArgumentTypeError, ArgumentValueError, GraphTooLargeError
 from ..core.limits import LIMITS as MERMAID_LIMITS
+from ..core.source import node_data
 
 __all__ = ["MAX_DEPTH", "VIEW_OPS", "GraphTooLargeError", "collapse", "fit", "has_modules", "hide", "module_depth", "only_reaching"]
 
@@ -77,7 +78,12 @@ def has_modules(graph: nx.MultiDiGraph) -> bool:
 
 def module_depth(graph: nx.MultiDiGraph) -> int:
     """The deepest module level any node of ``graph`` belongs to (0 when none has a module)."""
-    return max((_level(path) for _, path in graph.nodes(data="module") if path is not None), default=0)
+    return max((_level(path) for path in _module_paths(graph)), default=0)
+
+
+def _module_paths(graph: nx.MultiDiGraph) -> Iterator[str]:
+    """The ``module`` of every node that has one."""
+    return (data["module"] for data in node_data(graph).values() if isinstance(data.get("module"), str))
 
 
 def _level(path: str) -> int:
@@ -147,7 +153,7 @@ def collapse(
     patterns = _patterns(modules)
     if depth is None and patterns is None:
         raise ArgumentTypeError("collapse: give depth (levels of modules to open) or modules (names to fold), or both")
-    paths = {path for _, path in graph.nodes(data="module") if isinstance(path, str)}
+    paths = set(_module_paths(graph))
     # A module with a node strictly inside it has something to open.
     has_inner = {prefix for path in paths for prefix in _ancestors(path)}
     targets: dict[str, str | None] = {}
@@ -221,7 +227,7 @@ def _regroup(
     group_of: Callable[[Hashable, dict[str, Any]], Hashable | None],
     **graph_attributes: Any,
 ) -> nx.MultiDiGraph:
-    result = nx.MultiDiGraph()
+    result: nx.MultiDiGraph = nx.MultiDiGraph()
     target_of: dict[Hashable, Hashable] = {}
     groups: dict[Hashable, dict[str, Any]] = {}
     for node, data in graph.nodes(data=True):
@@ -255,7 +261,7 @@ def _regroup(
 def _merge_edges(
     graph: nx.MultiDiGraph, result: nx.MultiDiGraph, target_of: dict[Hashable, Hashable], groups: dict[Hashable, dict[str, Any]]
 ) -> None:
-    merged: dict[tuple[Hashable, Hashable, int, Any], dict[str, Any]] = {}
+    merged: dict[tuple[Hashable, Hashable, Any, Any], dict[str, Any]] = {}
     for source, target, key, data in graph.edges(keys=True, data=True):
         new_source, new_target = target_of[source], target_of[target]
         if new_source == new_target and new_source in groups:

@@ -86,11 +86,10 @@ def prepare(
             `gradexport.core.options.ExportOptions.from_keywords`), or a
             graph that is not a ``MultiDiGraph``.
     """
-    is_graph = isinstance(graph_or_roots, nx.Graph)
     specs = [FORMATS[name] for name in formats]
-    options = read_options(keywords, formats=formats, from_roots=not is_graph, caller=f"gradexport.{caller}")
+    options = read_options(keywords, formats=formats, from_roots=not isinstance(graph_or_roots, nx.Graph), caller=f"gradexport.{caller}")
     diagram = options.diagram
-    if is_graph:
+    if isinstance(graph_or_roots, nx.Graph):
         source = Source.of(graph_or_roots)
         if diagram.edge_shapes and any(spec.diagram for spec in specs):
             _warn_without_shapes(graph_or_roots, caller)

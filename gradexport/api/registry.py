@@ -164,7 +164,9 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
         chosen = fit(graph, max_edges=mermaid.LIMITS.max_edges, fits=fits)
     except GraphTooLargeError:
         whole = drawn[0][1] if drawn and drawn[0][0] is graph else mermaid.render_mermaid(graph, options.diagram)
-        warnings.warn(whole.size_warning(), stacklevel=4)
+        warning = whole.size_warning()
+        if warning is not None:
+            warnings.warn(warning, stacklevel=4)
         return whole.text
     text = drawn[-1][1].text  # fit returns the first candidate that fits: the last one drawn
     if chosen is not graph:

@@ -341,8 +341,8 @@ def _origin(
     for slot, gradient in bad_inputs.items():
         arriving = [
             (source, node_id, key)
-            for source, _, key, input_nr in graph.in_edges(node_id, keys=True, data="input_nr")
-            if input_nr == slot
+            for source, _, key, data in graph.in_edges(node_id, keys=True, data=True)
+            if data.get("input_nr") == slot
         ]
         # A root's start gradient is not a node's output: when it is the culprit, this node is the origin.
         if not any(key in sent.get(source, {}) for source, _, key in arriving):

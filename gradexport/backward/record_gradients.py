@@ -182,10 +182,11 @@ def run_observed(
     if post is not None:
         handles += [node.register_hook(partial(post, node_id)) for node, node_id in result.ids.items() if node.next_functions]
     try:
+        # The engine takes tensors and gradient edges mixed; torch's stub declares one kind or the other.
+        targets: Any = [start.target for start in starts]
+        leaves: Any = inputs
         with torch.autograd.set_detect_anomaly(False):
-            torch.autograd.backward(
-                [start.target for start in starts], [start.grad for start in starts], retain_graph=retain_graph, inputs=inputs
-            )
+            torch.autograd.backward(targets, [start.grad for start in starts], retain_graph=retain_graph, inputs=leaves)
     finally:
         for handle in handles:
             handle.remove()

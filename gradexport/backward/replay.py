@@ -70,7 +70,9 @@ from torch.autograd.graph import Node
 
 from ..core.errors import ReplayError
 from ..tracing._torch import (
+    call_node,
     input_metadata,
+    leaf_variable,
     node_hook_counts,
     num_inputs,
     run_tensor_hooks,
@@ -177,7 +179,7 @@ def _check_replayable(node_id: str, node: Node, op: str) -> None:
     for kind, count in zip(("pre", "post"), node_hook_counts(node), strict=True):
         if count:
             raise ReplayError(node_id, op, _hook_message(f"{count} node {kind}-hook(s) registered on it"))
-    if op == "AccumulateGrad" and tensor_hook_count(node.variable):
+    if op == "AccumulateGrad" and tensor_hook_count(leaf_variable(node)):
         raise ReplayError(node_id, op, _hook_message("its leaf tensor has hooks (Tensor.register_hook)"))
 
 
@@ -219,9 +221,9 @@ def _run_step(
         elif op == "AccumulateGrad":
             # AccumulateGrad may adopt its input as the new .grad, which later backward
             # passes add into in place: hand it a copy so that the record stays intact.
-            returned = _as_tuple(node(*(None if grad is None else grad.clone() for grad in inputs)))
+            returned = _as_tuple(call_node(node, *(None if grad is None else grad.clone() for grad in inputs)))
         else:
-            returned = _as_tuple(node(*inputs))
+            returned = _as_tuple(call_node(node, *inputs))
     except ReplayError:
         raise
     except Exception as error:  # torch's or a custom backward's own error, re-raised naming the node
@@ -313,7 +315,7 @@ def _leaf_grads(graph: nx.MultiDiGraph, nodes: dict[str, Node]) -> dict[str, tor
     for node_id, data in graph.nodes(data=True):
         if data["kind"] != "leaf":
             continue
-        grad = nodes[node_id].variable.grad
+        grad = leaf_variable(nodes[node_id]).grad
         snapshot = None if grad is None else grad.detach().clone()
         for name in data["names"] or [node_id]:
             grads[name] = snapshot

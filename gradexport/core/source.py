@@ -40,10 +40,24 @@ import networkx as nx
 from .errors import ArgumentTypeError
 from .kinds import is_model_id
 
-__all__ = ["Adjacency", "AdjacencyStream", "GraphSource", "Source", "adjacency", "graph_attributes"]
+__all__ = [
+    "Adjacency",
+    "AdjacencyStream",
+    "GraphSource",
+    "KeyedEdges",
+    "Source",
+    "adjacency",
+    "graph_attributes",
+    "node_data",
+    "predecessors",
+    "successors",
+]
+
+#: A node's out- or in-edges: ``{neighbour: {key: edge attributes}}``.
+KeyedEdges = dict[Any, dict[Any, dict[str, Any]]]
 
 #: One node: its id, its attribute dict and its out-edges ``{target: {key: attributes}}``.
-Adjacency = tuple[Hashable, dict[str, Any], dict[Hashable, dict[Any, dict[str, Any]]]]
+Adjacency = tuple[Any, dict[str, Any], KeyedEdges]
 
 class AdjacencyStream(Protocol):
     """A one-pass stream of `Adjacency` records with the graph attributes at its end.
@@ -104,8 +118,8 @@ class Source:
     def records(self) -> Iterator[Adjacency]:
         """The adjacency records, in node order (a stream: once)."""
         if self.graph is not None:
-            successors = self.graph._succ
-            return ((node, attributes, successors[node]) for node, attributes in self.graph._node.items())
+            out = successors(self.graph)
+            return ((node, attributes, out[node]) for node, attributes in node_data(self.graph).items())
         assert self._stream is not None
         return iter(self._stream)
 
@@ -140,9 +154,11 @@ class Source:
         parent lists its None slots, which are the keys of those edges.
         """
         if self.graph is not None:
-            return self.graph._node[target].get("kind") == "none"
+            return node_data(self.graph)[target].get("kind") == "none"
         none_slots = attributes.get("none_slots")
-        return bool(none_slots) and next(iter(keyed)) in none_slots
+        if not none_slots:
+            return False
+        return next(iter(keyed)) in none_slots
 
     def whole(self, purpose: str) -> nx.MultiDiGraph:
         """The whole graph, for work that needs it before drawing the first node.
@@ -153,6 +169,24 @@ class Source:
         if self.graph is None:
             raise ArgumentTypeError(f"{purpose} needs the whole graph, not a stream of its nodes: pass the MultiDiGraph")
         return self.graph
+
+
+# NetworkX keeps a graph in plain dicts (``_node``, ``_succ``, ``_pred``) behind the
+# views ``graph.nodes``, ``graph.succ`` and ``graph.pred``; reading the dicts skips a
+# view's call per lookup, which the walks over 10^5+ nodes pay for every node.
+def node_data(graph: nx.MultiDiGraph) -> dict[Any, dict[str, Any]]:
+    """The dict of node attribute dicts that ``graph.nodes`` views."""
+    return graph._node  # type: ignore[attr-defined]
+
+
+def successors(graph: nx.MultiDiGraph) -> dict[Any, KeyedEdges]:
+    """The dict of out-edges that ``graph.succ`` views."""
+    return graph._succ  # type: ignore[attr-defined]
+
+
+def predecessors(graph: nx.MultiDiGraph) -> dict[Any, KeyedEdges]:
+    """The dict of in-edges that ``graph.pred`` views."""
+    return graph._pred  # type: ignore[attr-defined]
 
 
 def adjacency(source: GraphSource) -> Iterator[Adjacency]:

@@ -149,7 +149,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         for target, keyed in out.items():
             if hide_none and source.to_none_node(attributes, target, keyed):
                 continue
-            target_id = target if ids_as_they_are else element_id(target)
+            target_id = str(target) if ids_as_they_are else element_id(target)
             for data in keyed.values():
                 indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
                 plain = edge_looks.get(indices)
@@ -228,6 +228,7 @@ class ModuleBoxes:
 
     def add(self, node: DiagramNode) -> None:
         """Put ``node`` in the box of its ``group`` (which must not be None)."""
+        assert node.group is not None
         if node.group not in self.members:
             parent: str | None = None
             parts = node.group.split(".")

@@ -49,16 +49,15 @@ Examples:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from itertools import chain
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from ..core.errors import RenderError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource, Source
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
-from .files import atomic_open
+from .files import TextOutput, text_output
 from .styles import FONT, STYLES
 
 if TYPE_CHECKING:
@@ -145,7 +144,7 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
         else:
             boxes.add(node)
     for event, item, indent in boxes.events():
-        if event == "node":
+        if isinstance(item, DiagramNode):
             yield node_line(item, indent)
         elif event == "open":
             yield f'{indent}subgraph "cluster_{item.id}" {{'
@@ -167,12 +166,9 @@ def to_dot(graph: GraphSource, options: DiagramOptions | None = None) -> str:
     return "\n".join(chain(generate_dot(graph, options), ("",)))  # the final newline without copying the text
 
 
-def write_dot(graph: GraphSource, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None) -> None:
+def write_dot(graph: GraphSource, path: TextOutput, options: DiagramOptions | None = None) -> None:
     """Write the DOT text of ``graph`` to an open text file, or atomically to a path."""
-    if hasattr(path, "write"):
-        path.writelines(line + "\n" for line in generate_dot(graph, options))
-        return
-    with atomic_open(path) as file:
+    with text_output(path) as file:
         file.writelines(line + "\n" for line in generate_dot(graph, options))
 
 

@@ -56,7 +56,7 @@ from typing import IO, Any
 
 from ..core.errors import OutputError
 
-__all__ = ["OutputError", "StagedFiles", "atomic_open", "remove_stale_temporaries"]
+__all__ = ["OutputError", "StagedFiles", "TextOutput", "atomic_open", "remove_stale_temporaries", "text_output"]
 
 #: The name of every temporary (and kept-aside old) file this module creates.
 TEMPORARY_NAME = re.compile(r"^\..*\.gradexport-(?P<pid>\d+)-[a-z0-9_]+\.tmp$")
@@ -112,7 +112,7 @@ def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
         >>> sorted(path.name for path in folder.iterdir())
         ['.graph.dot.tmp']
     """
-    removed = []
+    removed: list[Path] = []
     now = time.time()
     try:
         entries = list(os.scandir(folder))
@@ -270,3 +270,28 @@ def atomic_open(path: str | os.PathLike[str], *, binary: bool = False) -> Iterat
     """Open ``path`` for writing so that it changes only, and completely, when the block succeeds."""
     with StagedFiles() as staged:
         yield staged.open(path, binary=binary)
+
+
+#: Where a writer writes: a path (written atomically) or a text file already open.
+TextOutput = str | os.PathLike[str] | IO[str]
+
+
+@contextmanager
+def text_output(file_or_path: TextOutput) -> Iterator[IO[str]]:
+    """A text file to write to: ``file_or_path`` itself when it is open, else `atomic_open` of the path.
+
+    Every writer's ``write_*`` takes either, as NetworkX's ``@open_file``
+    lets its writers do; an open file is left open.
+
+    Examples:
+        >>> import io
+        >>> with text_output(io.StringIO()) as file:
+        ...     _ = file.write("text")
+        ...     file.getvalue()
+        'text'
+    """
+    if isinstance(file_or_path, (str, os.PathLike)):
+        with atomic_open(file_or_path) as file:
+            yield file
+    else:
+        yield file_or_path

@@ -43,18 +43,17 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import re
 from collections.abc import Hashable, Iterator, Mapping
 from functools import lru_cache
 from importlib import resources
-from typing import IO, Any
+from typing import Any
 
 from ..core.errors import ArgumentValueError, GradexportError, MissingFileError, ViewerTooLargeError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
-from .files import atomic_open
+from .files import TextOutput, text_output
 from .labels import DIFF_MARKS, element_id, node_lines
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
 
@@ -153,7 +152,7 @@ def to_html(source: GraphSource, options: DiagramOptions | None = None, *, title
 
 def write_html(
     source: GraphSource,
-    file_or_path: str | os.PathLike[str] | IO[str],
+    file_or_path: TextOutput,
     options: DiagramOptions | None = None,
     *,
     title: str | None = None,
@@ -164,11 +163,7 @@ def write_html(
     """
     chunks = generate_html(source, options, title=title)
     first = next(chunks)  # reads and checks the whole graph
-    if hasattr(file_or_path, "write"):
-        file_or_path.write(first)
-        file_or_path.writelines(chunks)
-        return
-    with atomic_open(file_or_path) as file:
+    with text_output(file_or_path) as file:
         file.write(first)
         file.writelines(chunks)
 

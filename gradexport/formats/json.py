@@ -37,14 +37,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import networkx as nx
 
 from ..core.errors import GraphFormatError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import GraphSource, Source
-from .files import atomic_open
+from .files import TextOutput, text_output
 
 __all__ = ["GraphFormatError", "from_json", "generate_json", "read_json", "to_json", "write_json"]
 
@@ -78,7 +78,7 @@ def generate_json(graph: GraphSource) -> Iterator[str]:
     yield '{"directed":true,"edges":['
     yield from _comma_joined(edge_records())
     yield f'],"graph":{_ENCODER.encode(source.graph_attributes)},"multigraph":true,"nodes":['
-    nodes = held_nodes if streamed else source.graph.nodes(data=True)
+    nodes = held_nodes if source.graph is None else source.graph.nodes(data=True)
     yield from _comma_joined({**attributes, "id": node} for node, attributes in nodes)
     yield "]}\n"
 
@@ -110,12 +110,9 @@ def to_json(graph: GraphSource) -> str:
     return "".join(generate_json(graph))
 
 
-def write_json(graph: GraphSource, path: str | os.PathLike[str] | IO[str]) -> None:
+def write_json(graph: GraphSource, path: TextOutput) -> None:
     """Write the JSON text of ``graph`` to an open text file, or atomically to a path."""
-    if hasattr(path, "write"):
-        path.writelines(generate_json(graph))
-        return
-    with atomic_open(path) as file:
+    with text_output(path) as file:
         file.writelines(generate_json(graph))
 
 
@@ -154,7 +151,7 @@ def _graph_of(data: Any) -> nx.MultiDiGraph:
     for name in ("graph", "nodes", "edges"):
         if name not in data:
             raise _Misfit(name, "missing")
-    graph = nx.MultiDiGraph()
+    graph: nx.MultiDiGraph = nx.MultiDiGraph()
     _check(data["nodes"], list, "nodes")
     for index, record in enumerate(data["nodes"]):
         path = f"nodes[{index}]"
@@ -180,11 +177,11 @@ def _graph_of(data: Any) -> nx.MultiDiGraph:
             ends.append(record[end])
         key = record.get("key")
         _check(key, _Index, f"{path}.key")
-        if graph.has_edge(*ends, key):
+        if graph.has_edge(ends[0], ends[1], key):
             raise _Misfit(f"{path}.key", f"{ends[0]!r} -> {ends[1]!r} already has an edge with key {key}")
         attributes = {name: value for name, value in record.items() if name not in ("source", "target", "key")}
         _check_fields(attributes, _EDGE_FIELDS, path)
-        graph.add_edge(*ends, key=key, **attributes)
+        graph.add_edge(ends[0], ends[1], key=key, **attributes)
     _check(data["graph"], dict, "graph")
     _check_fields(data["graph"], _GRAPH_FIELDS, "graph")
     for index, root in enumerate(data["graph"].get("roots", ())):
@@ -234,7 +231,8 @@ def _show(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "bool"
-    return {dict: "object", list: "list"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "object", list: "list"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _name(spec: Any) -> str:

@@ -37,20 +37,19 @@ Examples:
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 import warnings
 from collections.abc import Iterator, Sequence
 from itertools import chain
-from typing import IO, NamedTuple
+from typing import NamedTuple
 
 from ..core.errors import MermaidSizeWarning
 from ..core.limits import LIMITS, MermaidLimits
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource, Source
 from .diagram import DiagramNode, ModuleBoxes, diagram
-from .files import atomic_open
+from .files import TextOutput, text_output
 from .styles import MARK_STYLES, NODE_STYLES, STYLES
 
 __all__ = [
@@ -228,7 +227,7 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
         else:
             boxes.add(node)
     for event, item, indent in boxes.events():
-        if event == "node":
+        if isinstance(item, DiagramNode):
             yield node_line(item, indent)
         elif event == "open":
             yield counted(f'{indent}subgraph {item.id}["{_label([item.label])}"]')
@@ -248,11 +247,8 @@ def to_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> str
 
 
 def write_mermaid(
-    graph: GraphSource, path: str | os.PathLike[str] | IO[str], options: DiagramOptions | None = None
+    graph: GraphSource, path: TextOutput, options: DiagramOptions | None = None
 ) -> None:
     """Write the Mermaid text of ``graph`` to an open text file, or atomically to a path."""
-    if hasattr(path, "write"):
-        path.writelines(line + "\n" for line in generate_mermaid(graph, options))
-        return
-    with atomic_open(path) as file:
+    with text_output(path) as file:
         file.writelines(line + "\n" for line in generate_mermaid(graph, options))

@@ -77,14 +77,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator, Mapping
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ArgumentValueError, ModelExplorerNotInstalledError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource, adjacency, graph_attributes
-from .files import atomic_open
+from .files import TextOutput, text_output
 from .labels import element_id, node_class, printable
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_STYLES, STYLES, is_bad
 
@@ -384,7 +383,7 @@ def generate_model_explorer(
 
 def write_model_explorer(
     source: GraphSource,
-    path: str | os.PathLike[str] | IO[str],
+    path: TextOutput,
     options: DiagramOptions | None = None,
     *,
     label: str = "gradexport",
@@ -405,10 +404,7 @@ def write_model_explorer(
         ['output', 'SumBackward0', 'MulBackward0', 'x']
     """
     chunks = generate_model_explorer(source, options, label=label, graph_id=graph_id)
-    if hasattr(path, "write"):
-        path.writelines(chunks)
-        return
-    with atomic_open(path) as file:
+    with text_output(path) as file:
         file.writelines(chunks)
 
 
@@ -700,7 +696,7 @@ def _pane(merged: nx.MultiDiGraph, side: nx.MultiDiGraph, id_key: str, other_onl
     if set(renamed) != set(side.nodes):
         raise ArgumentValueError(mismatch)
     index = 0 if id_key == "a_id" else 1
-    pane = nx.MultiDiGraph()
+    pane: nx.MultiDiGraph = nx.MultiDiGraph()
     for node, data in side.nodes(data=True):
         marks = merged.nodes[renamed[node]]
         changes = marks.get("changes") or {}

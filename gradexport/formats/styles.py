@@ -79,7 +79,8 @@ class GradScale:
     def of(cls, source: Source) -> GradScale:
         """The scale over every gradient norm of ``source``'s edges (a stream cannot give them before drawing)."""
         graph = source.whole("colouring edges by gradient norm (or pass grad_norms=False)")
-        grads = [grad for _, _, grad in graph.edges(data="grad") if isinstance(grad, Mapping) and "norm" in grad]
+        records = (data.get("grad") for _, _, data in graph.edges(data=True))
+        grads = [grad for grad in records if isinstance(grad, Mapping) and "norm" in grad]
         logs = [math.log10(grad["norm"]) for grad in grads if not is_bad(grad) and grad["norm"] > 0]
         return cls(min(logs, default=0.0), max(logs, default=0.0))
 

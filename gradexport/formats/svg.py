@@ -30,14 +30,12 @@ import signal
 import subprocess
 import sysconfig
 import warnings
-from typing import IO
-
-import networkx as nx
 
 from ..core.errors import GraphvizNotFoundError, RenderError
 from ..core.options import DiagramOptions
+from ..core.source import GraphSource
 from .dot import to_dot
-from .files import atomic_open
+from .files import TextOutput, text_output
 
 __all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
 
@@ -126,21 +124,18 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def to_svg(graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
+def to_svg(graph: GraphSource, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
     """The SVG text of ``graph``, rendered from `gradexport.formats.dot.to_dot`."""
     return render_svg(to_dot(graph, options), prog)
 
 
 def write_svg(
-    graph: nx.MultiDiGraph,
-    path: str | os.PathLike[str] | IO[str],
+    graph: GraphSource,
+    path: TextOutput,
     options: DiagramOptions | None = None,
     prog: str | os.PathLike[str] | None = None,
 ) -> None:
     """Render ``graph`` and write the SVG; a path changes only once rendering succeeded."""
     svg = to_svg(graph, options, prog)
-    if hasattr(path, "write"):
-        path.write(svg)
-        return
-    with atomic_open(path) as file:
+    with text_output(path) as file:
         file.write(svg)

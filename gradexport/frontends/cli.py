@@ -240,7 +240,7 @@ def _run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace,
 
     show_progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
     failure: _Failure | None = None
-    status, lines = 0, []
+    status, lines = 0, list[str]()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -414,7 +414,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             source, options = prepare(roots, ["model-explorer"], keywords, caller="view", whole=True)  # type: ignore[arg-type]
             del roots
             bar.close()
-            serve_model_explorer(source.graph, open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
+            serve_model_explorer(source.whole("view"), open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
             return 0, []
         page = Path(args.output) if args.output else Path(f"{stem}.html")
         paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)

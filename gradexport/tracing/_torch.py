@@ -30,6 +30,11 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
 
+It also holds the public behaviours that torch's type stubs do not declare on
+`torch.autograd.graph.Node`, so that the rest of the package is type-checked:
+``AccumulateGrad.variable`` (`leaf_variable`), calling a node
+(`call_node`) and ``Node.metadata``, declared as a method (`node_metadata`).
+
 Examples:
     >>> import torch
     >>> x = torch.ones(2, requires_grad=True)
@@ -54,11 +59,14 @@ __all__ = [
     "STALE_TEXTS",
     "NodeHooks",
     "SlotMetadata",
+    "call_node",
     "compiled_original",
     "input_metadata",
+    "leaf_variable",
     "make_grad",
     "next_sequence_nr",
     "node_hook_counts",
+    "node_metadata",
     "num_inputs",
     "raw_saved",
     "read_saved",
@@ -131,7 +139,7 @@ def sequence_nr_getter(node_type: type) -> Callable[[Node], int]:
         >>> sequence_nr_getter(type(node))(node) == sequence_nr(node)
         True
     """
-    return node_type._sequence_nr  # type: ignore[attr-defined,no-any-return]
+    return node_type._sequence_nr  # type: ignore[attr-defined]
 
 
 def next_sequence_nr() -> int:
@@ -144,10 +152,10 @@ def next_sequence_nr() -> int:
         >>> sequence_nr((x * 2).grad_fn) == before
         True
     """
-    return torch._C._autograd._get_sequence_nr()  # type: ignore[no-any-return]
+    return torch._C._autograd._get_sequence_nr()
 
 
-def input_metadata(node: Node) -> Sequence[SlotMetadata]:
+def input_metadata(node: Node | torch.autograd.function.BackwardCFunction) -> Sequence[SlotMetadata]:
     """``node._input_metadata``: shape, dtype, device of the gradient each input slot receives.
 
     Raises:
@@ -159,7 +167,7 @@ def input_metadata(node: Node) -> Sequence[SlotMetadata]:
         >>> [(list(m.shape), m.dtype) for m in input_metadata((x * 2).grad_fn)]
         [([2, 3], torch.float32)]
     """
-    return node._input_metadata  # type: ignore[no-any-return]
+    return node._input_metadata  # type: ignore[union-attr]  # a custom Function's node has it too
 
 
 def num_inputs(node: Node) -> int:
@@ -188,8 +196,46 @@ def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) ->
         >>> make_grad((torch.ones(2, requires_grad=True) * 2).sum(), None)
         tensor(1.)
     """
-    (made,) = torch.autograd._make_grads((target,), (grad,), is_grads_batched=False)
-    return made  # type: ignore[no-any-return]
+    targets: Any = (target,)  # the stub takes a sequence of tensors or of edges; one of either is both
+    (made,) = torch.autograd._make_grads(targets, (grad,), is_grads_batched=False)
+    assert made is not None  # made from a target, never None
+    return made
+
+
+def leaf_variable(node: Node) -> torch.Tensor:
+    """``AccumulateGrad.variable``: the leaf tensor whose ``.grad`` the node writes.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> leaf_variable((x * 2).grad_fn.next_functions[0][0]) is x
+        True
+    """
+    return node.variable  # type: ignore[attr-defined]
+
+
+def call_node(node: Node, *grads: torch.Tensor | None) -> Any:
+    """Call a C++ backward node on its input gradients, as ``node(*grads)`` does (no hooks, no shape reduction).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> call_node((x * 3).grad_fn, torch.ones(2))
+        (tensor([3., 3.]), None)
+    """
+    return node(*grads)  # type: ignore[operator]
+
+
+def node_metadata(node: Node) -> dict[Any, Any]:
+    """``node.metadata``: the dict torch keeps on a node for its users (a property; the stub declares a method).
+
+    Examples:
+        >>> import torch
+        >>> node = (torch.ones(2, requires_grad=True) * 2).grad_fn
+        >>> node_metadata(node) is node.metadata
+        True
+    """
+    return node.metadata  # type: ignore[return-value]
 
 
 def tensor_hook_count(tensor: torch.Tensor) -> int:

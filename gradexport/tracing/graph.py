@@ -97,8 +97,8 @@ from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
-from ..core.source import Adjacency
-from ._torch import input_metadata, sequence_nr_getter, signed
+from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
+from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
 from .saved import StorageKey, saved_storages, summarize_saved
@@ -364,7 +364,7 @@ class GraphStream:
         for root in self.roots:
             if root.tensor is not None and not root.is_leaf_tensor:
                 tensor_id = self.new_id()
-                out: dict[str, dict[int, dict[str, Any]]] = {}
+                out: KeyedEdges = {}
                 self.queue.append((tensor_id, (), {"kind": "root", "root": root.name, **tensor_meta(root.tensor)}, out))
                 out[self.discover(root.node)] = {0: self.edge_attributes(0, root.node, root.input_nr)}
                 self.edge_count += 1
@@ -424,23 +424,23 @@ class GraphStream:
         and ``add_node``/``add_edge``'s per-call checks and copies would double
         the cost of building the graph.
         """
-        graph = nx.MultiDiGraph()
-        nodes, successors, predecessors = graph._node, graph._succ, graph._pred
+        graph: nx.MultiDiGraph = nx.MultiDiGraph()
+        nodes, out_edges, in_edges = node_data(graph), successors(graph), predecessors(graph)
         with gc_paused():
             for node_id, attributes, out in self:
                 nodes[node_id] = attributes
-                successors[node_id] = out
-                if node_id not in predecessors:
-                    predecessors[node_id] = {}
+                out_edges[node_id] = out
+                if node_id not in in_edges:
+                    in_edges[node_id] = {}
                 for target, keyed in out.items():
-                    sources = predecessors.get(target)
+                    sources = in_edges.get(target)
                     if sources is None:
-                        sources = predecessors[target] = {}
+                        sources = in_edges[target] = {}
                     sources[node_id] = keyed
             # Targets got their entry when first reached, which can be before a
             # root with a smaller id: put them in id order, as add_node would have.
-            graph._pred = {node_id: predecessors[node_id] for node_id in nodes}
-        nx._clear_cache(graph)
+            graph._pred = {node_id: in_edges[node_id] for node_id in nodes}  # type: ignore[attr-defined]
+        _forget_cached_conversions(graph)
         graph.graph.update(self.graph_attributes)
         return graph
 
@@ -470,7 +470,7 @@ class GraphStream:
         if special is not None:
             attributes["special"] = special
         if op == "AccumulateGrad":
-            variable = node.variable
+            variable = leaf_variable(node)
             attributes["kind"] = "leaf"
             attributes.update(tensor_meta(variable))
             attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
@@ -516,6 +516,17 @@ class GraphStream:
             if input_nr < len(slots):
                 return {"next_index": index, "input_nr": input_nr, **slots[input_nr]}
         return {"next_index": index, "input_nr": input_nr}
+
+
+def _forget_cached_conversions(graph: nx.MultiDiGraph) -> None:
+    """Drop what NetworkX cached about ``graph`` after its dicts were written directly.
+
+    NetworkX 3.3+ caches backend conversions of a graph (``nx._clear_cache``
+    empties that cache); 3.2 caches nothing and has no such function.
+    """
+    clear = getattr(nx, "_clear_cache", None)
+    if clear is not None:
+        clear(graph)
 
 
 def _input_meta(node: Node) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ from torch import nn
 from torch.autograd.graph import Node
 from torch.utils.hooks import RemovableHandle
 
-from ._torch import compiled_original, next_sequence_nr, sequence_nr, tensor_leaves
+from ._torch import compiled_original, next_sequence_nr, node_metadata, sequence_nr, tensor_leaves
 
 __all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
@@ -101,7 +101,7 @@ def _tag(output: Any, module: nn.Module, start: int) -> None:
         node = stack.pop()
         if type(node).__name__ == _ACCUMULATE_GRAD or sequence_nr(node) < start:
             continue  # a leaf, or created before this call began
-        node.metadata.setdefault(METADATA_KEY, module)
+        node_metadata(node).setdefault(METADATA_KEY, module)
         for child, _ in node.next_functions:
             if child is not None and child not in seen:
                 seen.add(child)
@@ -110,7 +110,7 @@ def _tag(output: Any, module: nn.Module, start: int) -> None:
 
 def module_of(node: Node) -> nn.Module | None:
     """The module captured for ``node``, or ``None``."""
-    return node.metadata.get(METADATA_KEY)
+    return node_metadata(node).get(METADATA_KEY)
 
 
 def named_module_of(node: Node, names: dict[int, str]) -> str | None:
@@ -119,7 +119,7 @@ def named_module_of(node: Node, names: dict[int, str]) -> str | None:
     A region of ``torch.compile(model)`` is tagged with the compiled wrapper,
     which is not among ``model``'s modules: it is named as the module it wraps.
     """
-    tagged = node.metadata.get(METADATA_KEY)
+    tagged = node_metadata(node).get(METADATA_KEY)
     if tagged is None:
         return None
     name = names.get(id(tagged))

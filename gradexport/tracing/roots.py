@@ -95,7 +95,7 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
     pending: list[tuple[str, str, Any] | tuple[None, None, int]] = [("output", "", roots)]
     while pending:
         path, place, value = pending.pop()
-        if path is None:
+        if path is None or place is None:
             open_collections.discard(value)
             continue
         if isinstance(value, (torch.Tensor, Node, GradientEdge)):

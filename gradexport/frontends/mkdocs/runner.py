@@ -242,6 +242,7 @@ def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
     # (in tracebacks and syntax errors) a line of that file.
     tree = ast.parse("\n" * (block.line - 1) + block.code, filename=path)
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    assert last is None or isinstance(last, ast.Expr)
     exec(compile(tree, path, "exec"), namespace)
     if last is None:
         return None
