@@ -12,7 +12,8 @@ export function refresh(viewer) {
   const { items, boxes, box } = folds.view();
   const rep = folds.representatives();
   const edges = visibleEdges(graph, rep);
-  viewer.current = { items, boxes, box, rep, edges };
+  const view = { items, boxes, box, rep, edges };
+  viewer.current = view;
   const looks = new Map(items.map((item) => [item, itemLook(viewer, item)]));
   const bar = viewer.saved ? BAR + 2 : 0;
   const size = (lines) => ({
@@ -40,7 +41,7 @@ export function refresh(viewer) {
   viewer.status.textContent = `laying out ${items.length} nodes, ${edges.length} edges…`;
   return viewer.layouts.request(request).then(({ serial, result }) => {
     if (serial !== viewer.layouts.serial) return idle(viewer);
-    draw(viewer, result, looks);
+    draw(viewer, view, result, looks);
     timings.layout = performance.now() - started;
     if (!timings.firstRender) timings.firstRender = performance.now() - timings.start;
     const folded = items.filter((item) => folds.isGroup(item)).length;
@@ -58,20 +59,20 @@ export function idle(viewer) {
   return new Promise((resolve) => viewer.waiting.push(resolve)).then(() => viewer.visible());
 }
 
-/** Replace the drawing with viewer.current laid out as `result`; `looks` as itemLook gave them. */
-function draw(viewer, result, looks) {
+/** Replace the drawing with `view` laid out as `result` (`looks` as itemLook gave them); it becomes viewer.drawn. */
+function draw(viewer, view, result, looks) {
   const { folds, graph, styles } = viewer;
-  const { items, boxes, edges } = viewer.current;
+  const { items, boxes, edges } = view;
+  const elements = new Map();
   const viewport = viewer.viewport;
   viewport.replaceChildren();
-  viewer.elements = new Map();
   const boxLayer = el("svg:g", { class: "gx-boxes" });
   const edgeLayer = el("svg:g", { class: "gx-edges" });
   const nodeLayer = el("svg:g", { class: "gx-nodes" });
   viewport.append(boxLayer, edgeLayer, nodeLayer);
   const depth = (b) => {
     let d = 0;
-    for (let outer = viewer.current.box.get(b); outer >= 0; outer = viewer.current.box.get(outer)) d++;
+    for (let outer = view.box.get(b); outer >= 0; outer = view.box.get(outer)) d++;
     return d;
   };
   for (const b of [...boxes].sort((a, c) => depth(a) - depth(c))) {
@@ -93,7 +94,7 @@ function draw(viewer, result, looks) {
     title.appendChild(el("svg:title", {}, "collapse"));
     g.appendChild(title);
     boxLayer.appendChild(g);
-    viewer.elements.set(b, g);
+    elements.set(b, g);
   }
   edges.forEach((edge, j) => {
     const p = result.edges["e" + j];
@@ -153,8 +154,9 @@ function draw(viewer, result, looks) {
     });
     if (folds.isGroup(item)) g.appendChild(el("svg:title", {}, "click to expand"));
     nodeLayer.appendChild(g);
-    viewer.elements.set(item, g);
+    elements.set(item, g);
   }
+  viewer.drawn = { ...view, elements };
   viewer.svg.setAttribute("data-rendered", String(viewer.layouts.serial));
   paintMarks(viewer);
   viewer.camera.redrawn({ width: result.width || 1, height: result.height || 1 });

@@ -82,7 +82,7 @@ export function bindInput(viewer) {
     if (target.dataset.box) return viewer.toggle(Number(target.dataset.box));
     if (target.dataset.edge) return showEdge(viewer, Number(target.dataset.edge));
     const item = Number(target.dataset.item);
-    if (viewer.folds.isGroup(item)) viewer.toggle(item);
+    if (viewer.folds.isGroup(item)) return viewer.toggleAndSelect(item);
     viewer.selectItem(item);
   });
   const searchBox = viewer.searchBox;
@@ -114,7 +114,7 @@ function key(viewer, event) {
       viewer.matches = new Set();
       viewer.selectItem(null);
     },
-    Enter: () => viewer.selected !== null && folds.isGroup(viewer.selected) && viewer.toggle(viewer.selected),
+    Enter: () => viewer.selected !== null && folds.isGroup(viewer.selected) && viewer.toggleAndSelect(viewer.selected),
     Backspace: () => {
       if (viewer.selected === null) return;
       const box = folds.parentOf(viewer.selected);

@@ -32,7 +32,7 @@ export function showPanel(viewer, item) {
     panel.appendChild(el("h2", {}, printable(folds.title(item))));
     panel.appendChild(table(summary));
     const action = el("button", { type: "button" }, summary.expanded ? "Collapse" : "Expand");
-    action.addEventListener("click", () => viewer.toggle(item).then(() => viewer.selectItem(item)));
+    action.addEventListener("click", () => viewer.toggleAndSelect(item));
     panel.appendChild(action);
     return;
   }
@@ -52,10 +52,10 @@ export function showPanel(viewer, item) {
   }
 }
 
-/** Show the visible edge number `j` in the panel: the edges of the graph it stands for. */
+/** Show edge number `j` of the drawing in the panel: the edges of the graph it stands for. */
 export function showEdge(viewer, j) {
   const { folds, graph, panel } = viewer;
-  const edge = viewer.current.edges[j];
+  const edge = viewer.drawn.edges[j];
   panel.replaceChildren(el("h2", {}, `edge ${edge.lines[0]}`));
   panel.appendChild(el("p", {}, printable(`${folds.itemId(edge.from)} → ${folds.itemId(edge.to)}: stands for ${edge.count} edge(s) of the graph`)));
   for (const e of edge.edges.slice(0, 20)) {

@@ -5,15 +5,20 @@
 /** The page opens with at most this many non-finite origins revealed (the folded groups show the others). */
 const REVEAL_ORIGINS = 8;
 
-/** Mark the drawn items and edges: selected, on a path to the selected node, matching the search. */
+/**
+ * Mark the drawn items and edges: selected, on a path to the selected node, matching the search. It paints
+ * what is on the canvas (viewer.drawn), which lags viewer.current while a layout is on its way; draw() paints
+ * again when the new drawing is there.
+ */
 export function paintMarks(viewer) {
-  if (!viewer.elements) return;
+  if (!viewer.drawn) return;
   const { graph, folds, selected, marks } = viewer;
-  const { items, rep, edges } = viewer.current;
+  const { items, rep, edges, elements } = viewer.drawn;
   const onPath = new Set();
   if (marks) for (let v = 0; v < graph.n; v++) if (marks[v]) onPath.add(rep[v]);
   for (const item of items) {
-    const g = viewer.elements.get(item);
+    const g = elements.get(item);
+    if (!g) continue;
     g.classList.toggle("gx-selected", item === selected || (selected !== null && rep[selected] === item && !folds.isGroup(selected)));
     g.classList.toggle("gx-on-path", onPath.has(item));
     g.classList.toggle("gx-match", viewer.matches.has(item));
@@ -26,8 +31,9 @@ export function paintMarks(viewer) {
 
 /** Bring the drawn item that shows `item` (itself, or the folded group it is in) to the middle. */
 export function centerOn(viewer, item) {
-  const shown = viewer.folds.isGroup(item) ? item : viewer.current.rep[item];
-  viewer.camera.centerOn(viewer.elements && viewer.elements.get(shown));
+  const drawn = viewer.drawn;
+  if (!drawn) return;
+  viewer.camera.centerOn(drawn.elements.get(viewer.folds.isGroup(item) ? item : drawn.rep[item]));
 }
 
 /** The ids of the nodes where a non-finite gradient started (graph attribute nonfinite), in the order the engine ran them. */

@@ -35,9 +35,10 @@ export class Viewer {
     this.matches = new Set();
     /** Resolvers of idle(): called once the latest layout is drawn. */
     this.waiting = [];
-    /** What refresh() last asked to draw ({items, boxes, box, rep, edges}), and the drawn elements by item. */
+    /** What refresh() last asked to draw ({items, boxes, box, rep, edges}); it is on the canvas once laid out. */
     this.current = null;
-    this.elements = null;
+    /** What is on the canvas: the view drawn last, with its elements by item (draw.js). */
+    this.drawn = null;
     this.timings = { start: performance.now() };
     buildPage(this);
     this.camera = new Camera(this.svg, this.viewport);
@@ -62,6 +63,11 @@ export class Viewer {
   /** Open or close a group; like the others below, a Promise of the visible ids once drawn. */
   toggle(item) {
     return this.folds.expanded.has(item) ? this.collapseItem(item) : this.expandItem(item);
+  }
+
+  /** Open or close a group, then select it once the new drawing is there (so the marks, panel and breadcrumbs show its new state). */
+  toggleAndSelect(item) {
+    return this.toggle(item).then(() => this.selectItem(item));
   }
 
   expandItem(item) {
