@@ -6,6 +6,7 @@ Screenshots go to tests/artifacts/ (ignored by git) for a person to look at.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,3 +281,204 @@ def test_runs_inside_a_notebook_iframe(pages, open_page, tmp_path):
     assert 0 < len(visible) <= 150
     assert opened.call("document.querySelectorAll('.gx-node').length") == len(visible)
     assert opened.page.evaluate("typeof window.gradexportViewer") == "undefined"  # isolated from the notebook
+
+
+# ---- a real mouse and keyboard ----------------------------------------------------------------
+# The tests above drive the page through window.gradexportViewer; these click and press keys as a person does.
+
+#: The middle of the drawn item with data-id ``id``, if a click there reaches it (on screen, nothing on top); else null.
+POINT_JS = """id => {
+  const g = [...document.querySelectorAll('.gx-node')].find((e) => e.dataset.id === id);
+  if (!g) return null;
+  const r = g.querySelector('.gx-shape').getBoundingClientRect();
+  const x = r.left + r.width / 2, y = r.top + r.height / 2;
+  const hit = document.elementFromPoint(x, y);
+  return hit && hit.closest('.gx-node') === g ? { x, y } : null;
+}"""
+#: A point of the canvas with nothing drawn on it.
+EMPTY_POINT_JS = """() => {
+  const svg = document.querySelector('.gx-canvas');
+  const r = svg.getBoundingClientRect();
+  for (let y = r.top + 4; y < r.bottom; y += 6) for (let x = r.left + 4; x < r.right; x += 6) if (document.elementFromPoint(x, y) === svg) return { x, y };
+  return null;
+}"""
+PANEL_JS = """() => ({
+  heading: document.querySelector('.gx-panel h2').textContent,
+  fields: Object.fromEntries([...document.querySelectorAll('.gx-panel dt')].map((dt) => [dt.textContent, dt.nextElementSibling.textContent])),
+  buttons: [...document.querySelectorAll('.gx-panel > button')].map((b) => b.textContent),
+  crumbs: [...document.querySelectorAll('.gx-crumbs button')].map((b) => b.textContent),
+  here: document.querySelector('.gx-crumbs .gx-here')?.textContent ?? null,
+})"""
+
+
+def clickable(opened: Opened, ids: list[str]) -> tuple[str, dict[str, float]]:
+    """The first of ``ids`` that a mouse can click where it is drawn, and where."""
+    for item in ids:
+        point = opened.call(POINT_JS, item)
+        if point is not None:
+            return item, point
+    raise AssertionError(f"none of {ids} can be clicked")
+
+
+def drawing(opened: Opened) -> str:
+    """The serial of the layout now drawn (the canvas's data-rendered)."""
+    return opened.call("document.querySelector('.gx-canvas').dataset.rendered")
+
+
+def drawn_after(opened: Opened, before: str) -> list[str]:
+    """Wait until a drawing newer than ``before`` is on the page; the visible ids then."""
+    opened.target.wait_for_function("before => document.querySelector('.gx-canvas').dataset.rendered !== before", arg=before, timeout=10_000)
+    return opened.call("window.gradexportViewer.visible()")
+
+
+def click(opened: Opened, point: dict[str, float]) -> None:
+    opened.page.mouse.click(point["x"], point["y"])
+
+
+def press(opened: Opened, key: str, *, draws: bool = False) -> list[str] | None:
+    """Press ``key`` on the focused element; with ``draws``, wait for the drawing it starts."""
+    before = drawing(opened)
+    opened.page.keyboard.press(key)
+    return drawn_after(opened, before) if draws else None
+
+
+def click_to_open(opened: Opened) -> tuple[str, str, list[str], list[str]]:
+    """Fit the drawing to the screen (key f) and click the first folded module a mouse can reach there:
+    its id, its label, the visible ids before and after."""
+    press(opened, "f")
+    before = opened.call("window.gradexportViewer.visible()")
+    group, point = clickable(opened, [item for item in before if item.startswith("module:")])
+    label = opened.call("id => [...document.querySelectorAll('.gx-node')].find((g) => g.dataset.id === id).querySelector('text').textContent", group)
+    serial = drawing(opened)
+    click(opened, point)
+    return group, label, before, drawn_after(opened, serial)
+
+
+def transform(opened: Opened) -> tuple[float, float, float]:
+    """The drawing's pan and zoom: (x, y, scale)."""
+    text = opened.call("document.querySelector('.gx-viewport').getAttribute('transform')")
+    x, y, k = map(float, re.fullmatch(r"translate\(([-\d.]+),([-\d.]+)\) scale\(([-\d.]+)\)", text).groups())
+    return x, y, k
+
+
+def test_a_click_on_a_folded_group_opens_it_and_selects_it(pages, open_page):
+    opened = open_page(pages["encoder"][0])
+    group, label, before, after = click_to_open(opened)
+    assert opened.errors == []
+    assert group not in after and set(before) - {group} <= set(after)
+    assert opened.call("id => [...document.querySelectorAll('.gx-box')].some((b) => b.dataset.id === id)", group)
+    shown = opened.call(PANEL_JS)
+    assert shown["heading"] == label
+    assert shown["fields"]["id"] == group and shown["fields"]["expanded"] == "true"
+    assert shown["buttons"] == ["Collapse"]
+    assert shown["crumbs"][0] == "graph" and shown["here"] == label
+
+
+def test_a_click_selects_a_node_and_the_box_title_folds_it_again(pages, open_page):
+    path, graph = pages["encoder"]
+    opened = open_page(path)
+    group, label, before, after = click_to_open(opened)
+    node, point = clickable(opened, [item for item in after if item in graph and item not in before])
+    click(opened, point)
+    shown = opened.call(PANEL_JS)
+    assert shown["fields"]["id"] == node and shown["fields"]["op"] == graph.nodes[node]["op"]
+    assert label in shown["crumbs"]
+    assert opened.call("[...document.querySelectorAll('.gx-node.gx-selected')].map((g) => g.dataset.id)") == [node]
+    title = opened.call(
+        "id => { const r = [...document.querySelectorAll('.gx-box')].find((b) => b.dataset.id === id).querySelector('.gx-box-title rect').getBoundingClientRect();"
+        " return { x: r.left + 6, y: r.top + r.height / 2 }; }",
+        group,
+    )
+    serial = drawing(opened)
+    click(opened, title)
+    assert drawn_after(opened, serial) == before
+    assert opened.errors == []
+
+
+def test_keys_pan_zoom_fit_theme_and_search(pages, open_page):
+    path, graph = pages["encoder"]
+    opened = open_page(path)
+    assert opened.call("document.activeElement === document.querySelector('.gx')")  # focused on load
+    theme = opened.call("window.gradexportViewer.theme()")
+    press(opened, "t")
+    assert opened.call("window.gradexportViewer.theme()") == ("dark" if theme == "light" else "light")
+    press(opened, "t")
+    assert opened.call("window.gradexportViewer.theme()") == theme
+
+    press(opened, "f")
+    fitted = transform(opened)
+    for key, factor in (("+", 1.25), ("=", 1.25), ("-", 1 / 1.25)):
+        k = transform(opened)[2]
+        press(opened, key)
+        assert transform(opened)[2] == pytest.approx(k * factor, rel=1e-3), key
+    for key, (dx, dy) in {"ArrowLeft": (60, 0), "ArrowRight": (-60, 0), "ArrowUp": (0, 60), "ArrowDown": (0, -60)}.items():
+        x, y, k = transform(opened)
+        press(opened, key)
+        assert transform(opened) == pytest.approx((x + dx, y + dy, k), abs=0.02), key
+    assert transform(opened) != pytest.approx(fitted)
+    press(opened, "f")
+    assert transform(opened) == pytest.approx(fitted)
+
+    press(opened, "/")
+    assert opened.call("document.activeElement === document.querySelector('.gx-search')")
+    op = "NativeLayerNormBackward0"
+    opened.page.keyboard.type(op)
+    press(opened, "Enter", draws=True)
+    matches = [node for node, attribute in graph.nodes(data="op") if attribute == op]
+    assert opened.call(PANEL_JS)["heading"] == f"{len(matches)} matches"
+    assert opened.call("document.querySelectorAll('.gx-node.gx-match').length") > 0
+    press(opened, "Escape")  # leaves the search box, keeps the search
+    assert opened.call("document.activeElement !== document.querySelector('.gx-search')")
+    click(opened, opened.call(EMPTY_POINT_JS))  # a click on the canvas clears the selection and gives it the keys
+    assert opened.call("document.activeElement === document.querySelector('.gx')")
+    assert opened.call(PANEL_JS)["heading"] == "Graph"
+    press(opened, "Escape")
+    assert opened.call("document.querySelector('.gx-search').value") == ""
+    assert opened.call("document.querySelectorAll('.gx-match').length") == 0
+    assert opened.errors == []
+
+
+def test_enter_folds_the_selected_group_and_backspace_the_box_around_the_selection(pages, open_page):
+    path, graph = pages["encoder"]
+    opened = open_page(path)
+    group, label, before, opened_up = click_to_open(opened)
+    assert press(opened, "Enter", draws=True) == before
+    shown = opened.call(PANEL_JS)
+    assert shown["heading"] == label and shown["buttons"] == ["Expand"]
+    assert shown["fields"]["id"] == group and shown["fields"]["expanded"] == "false"
+    assert press(opened, "Enter", draws=True) == opened_up
+    assert opened.call(PANEL_JS)["fields"]["expanded"] == "true"
+    node, point = clickable(opened, [item for item in opened_up if item in graph and item not in before])
+    click(opened, point)
+    assert opened.call(PANEL_JS)["fields"]["id"] == node
+    assert press(opened, "Backspace", draws=True) == before
+    shown = opened.call(PANEL_JS)
+    assert shown["heading"] == label and shown["here"] == label and shown["fields"]["expanded"] == "false"
+    assert opened.errors == []
+
+
+def test_what_is_selected_while_a_layout_is_on_its_way_shows_on_the_drawing_then_there(pages, open_page):
+    path, graph = pages["encoder"]
+    opened = open_page(path)
+    before = opened.call("window.gradexportViewer.visible()")
+    module = next(item for item in before if item.startswith("module:"))
+    node = next(item for item in before if item in graph)
+    edges = "() => window.gradexportViewer.layoutRequest().edges.map((e) => [e.from, e.to])"
+    folded = opened.call(edges)
+    opened.call("id => window.gradexportViewer.expand(id)", module)
+    opened_up = opened.call(edges)
+    assert opened.call("id => window.gradexportViewer.collapse(id)", module) == before
+    # An edge whose number stands for another edge once the module is open.
+    j = next(j for j, (a, b) in enumerate(zip(folded, opened_up)) if a != b)
+    click_edge = f"() => document.querySelector('.gx-edge[data-edge=\"{j}\"]').dispatchEvent(new MouseEvent('click', {{ bubbles: true }}))"
+    panel = "document.querySelector('.gx-panel').textContent"
+    opened.call(click_edge)
+    edge_panel = opened.call(panel)
+    # The module opened, a node selected and edge j of the old drawing clicked in one task: the old drawing is still there.
+    opened.call(
+        f"([module, node]) => {{ const opening = window.gradexportViewer.expand(module); window.gradexportViewer.select(node); ({click_edge})(); return opening; }}",
+        [module, node],
+    )
+    assert opened.errors == []
+    assert opened.call(panel) == edge_panel
+    assert opened.call("[...document.querySelectorAll('.gx-node.gx-selected')].map((g) => g.dataset.id)") == [node]  # on the new drawing

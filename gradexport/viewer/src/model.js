@@ -203,6 +203,11 @@ export class Folds {
     return group;
   }
 
+  /** What an item is called: a group's first label line, a node's title (nodeTitle). */
+  title(item) {
+    return this.isGroup(item) ? this.group(item).label[0] : nodeTitle(this.graph, item);
+  }
+
   parentOf(item) {
     return this.isGroup(item) ? this.group(item).parent : this.parent[item];
   }
@@ -276,12 +281,11 @@ export class Folds {
     const size = Math.ceil(items.length / SPLIT);
     for (let start = 0; start < items.length; start += size) {
       const piece = items.slice(start, start + size);
-      const name = (item) => (this.isGroup(item) ? this.group(item).label[0] : nodeTitle(this.graph, item));
       const part = this.addGroup({
         id: `part:${info.id}:${start}`,
         kind: "part",
         parent: group,
-        label: [`${name(piece[0])} … ${name(piece[piece.length - 1])}`, `${piece.length} items`],
+        label: [`${this.title(piece[0])} … ${this.title(piece[piece.length - 1])}`, `${piece.length} items`],
       });
       for (const item of piece) {
         if (this.isGroup(item)) this.group(item).parent = part;

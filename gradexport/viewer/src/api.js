@@ -1,0 +1,37 @@
+// The script API, window.gradexportViewer: for tests and for scripts in the browser's console
+// (documented in docs/guides/viewer.md, "Script API").
+import { idle } from "./draw.js";
+import { setTheme } from "./page.js";
+import { groupSummary } from "./panel.js";
+import { runSearch } from "./search.js";
+
+/** The group with id `id`; an Error naming `verb` if there is none, or it is a node. */
+function groupItem(folds, id, verb) {
+  const item = folds.item(String(id));
+  if (item === undefined) throw new Error(`${verb}: no node or group with id ${JSON.stringify(String(id))}`);
+  if (!folds.isGroup(item)) throw new Error(`${verb}: ${JSON.stringify(String(id))} is a node of the graph, not a folded group`);
+  return item;
+}
+
+export function scriptApi(viewer) {
+  const { folds, graph } = viewer;
+  return {
+    ready: viewer.ready.then(() => viewer.visible()),
+    visible: () => viewer.visible(),
+    expand: (id) => viewer.expandItem(groupItem(folds, id, "expand")),
+    collapse: (id) => viewer.collapseItem(groupItem(folds, id, "collapse")),
+    expandAll: (id) => viewer.expandAllUnder(id === undefined ? graph.n : groupItem(folds, id, "expandAll")),
+    select: (id) => {
+      const item = folds.item(String(id));
+      if (item === undefined) throw new Error(`select: no node or group with id ${JSON.stringify(String(id))}`);
+      viewer.selectItem(item);
+      return folds.isGroup(item) ? groupSummary(folds, item) : graph.attributes(item);
+    },
+    search: (text) => runSearch(viewer, text, false),
+    theme: (name) => (name === undefined ? viewer.host.dataset.theme : setTheme(viewer.host, name)),
+    idle: () => idle(viewer),
+    // Diagnostics for benchmarks: times in ms since the script started, and the last layout request.
+    timings: viewer.timings,
+    layoutRequest: () => viewer.lastRequest,
+  };
+}

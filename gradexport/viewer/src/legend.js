@@ -1,0 +1,69 @@
+// The legend over the canvas: the node kinds, then what this graph carries: non-finite marks and their path,
+// a diff's marks, the saved-bytes bar, the gradient-norm colour ramp.
+import { el } from "./dom.js";
+import { BAR_COLOR } from "./looks.js";
+
+function swatch(fill, stroke) {
+  const span = el("span", { class: "gx-swatch" });
+  span.style.background = fill;
+  if (stroke !== undefined) span.style.borderColor = stroke;
+  return span;
+}
+
+export function drawLegend(viewer) {
+  const { legend, styles, words, markColors, scale } = viewer;
+  legend.replaceChildren();
+  for (const [cls, name] of [["root", "root"], ["backward", "backward"], ["special", "special"], ["leaf", "leaf (AccumulateGrad)"], ["module", "folded module"]]) {
+    const row = el("div", { class: "gx-legend-row" });
+    row.append(swatch(styles[cls].fill, styles[cls].stroke), document.createTextNode(name));
+    legend.appendChild(row);
+  }
+  const graphAttributes = viewer.data.graph || {};
+  if ("nonfinite" in graphAttributes) {
+    legend.appendChild(el("div", { class: "gx-legend-title" }, "non-finite gradient (find_nonfinite)"));
+    legendRow(viewer, "nonfinite", words.nonfinite);
+    legendRow(viewer, null, "its path to the parameters", markColors.path);
+  }
+  if ("diff" in graphAttributes) {
+    legend.appendChild(el("div", { class: "gx-legend-title" }, "diff: nodes and edges (+ − ~ after i→k)"));
+    for (const mark of ["added", "removed", "changed"]) legendRow(viewer, mark, words[mark], markColors[mark]);
+  }
+  if (viewer.saved) {
+    const row = el("div", { class: "gx-legend-row", "data-legend": "saved_bytes" });
+    const bar = el("span", { class: "gx-line-swatch" });
+    bar.style.background = BAR_COLOR;
+    row.append(bar, document.createTextNode("saved bytes (the largest shown: a full bar)"));
+    legend.appendChild(row);
+  }
+  if (!scale) return;
+  legend.appendChild(el("div", { class: "gx-legend-title" }, "‖gradient‖ on the edge (log scale)"));
+  const ramp = el("div", { class: "gx-ramp" });
+  for (const color of scale.colors) {
+    const cell = el("span");
+    cell.style.background = color;
+    ramp.appendChild(cell);
+  }
+  legend.appendChild(ramp);
+  legend.appendChild(el("div", { class: "gx-legend-row" }, `${(10 ** scale.low).toPrecision(2)} … ${(10 ** scale.high).toPrecision(2)}`));
+  const bad = el("div", { class: "gx-legend-row" });
+  bad.append(swatch(scale.bad), document.createTextNode("NaN or infinite"));
+  legend.appendChild(bad);
+}
+
+/** A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`. */
+function legendRow(viewer, cls, text, color) {
+  const row = el("div", { class: "gx-legend-row", "data-legend": cls || "edge" });
+  if (cls) {
+    const style = viewer.styles[cls];
+    const node = swatch(style.fill, style.stroke);
+    if (style.dashed) node.style.borderStyle = "dashed";
+    row.appendChild(node);
+  }
+  if (color) {
+    const line = el("span", { class: "gx-line-swatch" });
+    line.style.background = color;
+    row.appendChild(line);
+  }
+  row.appendChild(document.createTextNode(text));
+  viewer.legend.appendChild(row);
+}

@@ -1,0 +1,82 @@
+// The side panel and the breadcrumbs: what is selected (a node's attributes and next_functions, a group's
+// summary with a button to open or close it, an edge's graph edges), and the groups around it.
+import { el, table } from "./dom.js";
+import { nodeTitle } from "./model.js";
+import { printable } from "./text.js";
+
+/** What the panel and the script API's select() tell about a group. */
+export function groupSummary(folds, item) {
+  const group = folds.group(item);
+  const summary = { id: group.id, kind: group.kind, num_nodes: group.size, expanded: folds.expanded.has(item) };
+  if (group.kind === "module") {
+    summary.module = group.path;
+    if (group.moduleClass) summary.module_class = group.moduleClass;
+  }
+  return summary;
+}
+
+/** Show `item` (a node or a group) in the panel; null: the graph's own attributes. */
+export function showPanel(viewer, item) {
+  const { folds, graph, panel } = viewer;
+  panel.replaceChildren();
+  if (item === null) {
+    panel.appendChild(el("h2", {}, "Graph"));
+    const attributes = { ...viewer.data.graph };
+    delete attributes.module_classes;
+    panel.appendChild(table(attributes));
+    panel.appendChild(el("p", { class: "gx-hint" }, "Click a node for its attributes, a folded group to open it. Edge labels i→k: position i of the parent's next_functions, input slot k of the child."));
+    return;
+  }
+  if (folds.isGroup(item)) {
+    const summary = groupSummary(folds, item);
+    panel.appendChild(el("h2", {}, printable(folds.title(item))));
+    panel.appendChild(table(summary));
+    const action = el("button", { type: "button" }, summary.expanded ? "Collapse" : "Expand");
+    action.addEventListener("click", () => viewer.toggleAndSelect(item));
+    panel.appendChild(action);
+    return;
+  }
+  const attributes = graph.attributes(item);
+  panel.appendChild(el("h2", {}, printable(nodeTitle(graph, item))));
+  panel.appendChild(table({ id: graph.id(item), ...attributes }));
+  const edges = [];
+  for (let j = graph.outStart[item]; j < graph.outStart[item + 1] && edges.length < 50; j++) edges.push(graph.outEdges[j]);
+  if (edges.length) {
+    panel.appendChild(el("h3", {}, "next_functions"));
+    const list = el("ol", { start: 0 });
+    for (const e of edges) {
+      const line = `[${graph.edgeKey(e)}] → ${graph.id(graph.tgt[e])} slot ${graph.edgeAttributes(e).input_nr}`;
+      list.appendChild(el("li", {}, printable(line)));
+    }
+    panel.appendChild(list);
+  }
+}
+
+/** Show edge number `j` of the drawing in the panel: the edges of the graph it stands for. */
+export function showEdge(viewer, j) {
+  const { folds, graph, panel } = viewer;
+  const edge = viewer.drawn.edges[j];
+  panel.replaceChildren(el("h2", {}, `edge ${edge.lines[0]}`));
+  panel.appendChild(el("p", {}, printable(`${folds.itemId(edge.from)} → ${folds.itemId(edge.to)}: stands for ${edge.count} edge(s) of the graph`)));
+  for (const e of edge.edges.slice(0, 20)) {
+    panel.appendChild(table({ source: graph.id(graph.src[e]), target: graph.id(graph.tgt[e]), key: graph.edgeKey(e), ...graph.edgeAttributes(e) }));
+  }
+}
+
+/** The breadcrumbs of `item`: "graph", each opened group around it (a click closes it), then the item. */
+export function showCrumbs(viewer, item) {
+  const { folds, crumbs } = viewer;
+  crumbs.replaceChildren();
+  const home = el("button", { type: "button" }, "graph");
+  home.addEventListener("click", () => viewer.selectItem(null));
+  crumbs.appendChild(home);
+  if (item === null) return;
+  for (const group of folds.ancestors(item)) {
+    crumbs.appendChild(el("span", { class: "gx-sep" }, "›"));
+    const crumb = el("button", { type: "button", title: "collapse" }, printable(folds.title(group)));
+    crumb.addEventListener("click", () => viewer.collapseItem(group).then(() => viewer.selectItem(group)));
+    crumbs.appendChild(crumb);
+  }
+  crumbs.appendChild(el("span", { class: "gx-sep" }, "›"));
+  crumbs.appendChild(el("span", { class: "gx-here" }, printable(folds.title(item))));
+}

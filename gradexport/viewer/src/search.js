@@ -1,0 +1,38 @@
+// Search: the matches of a text (model.js's search) marked on the drawing and listed in the panel;
+// a listed match, or with `reveal` the first, is revealed (its groups opened), selected and centred.
+import { el } from "./dom.js";
+import { refresh } from "./draw.js";
+import { search } from "./model.js";
+import { centerOn, paintMarks } from "./selection.js";
+import { printable } from "./text.js";
+
+/** The ids that match `text`, marked and listed; `reveal` also shows the first. */
+export function runSearch(viewer, text, reveal) {
+  const { folds, graph, panel } = viewer;
+  const ids = search(graph, folds, text);
+  const rep = viewer.current.rep;
+  viewer.matches = new Set(ids.map((id) => folds.item(id)).map((item) => (folds.isGroup(item) ? item : rep[item])));
+  paintMarks(viewer);
+  panel.replaceChildren(el("h2", {}, `${ids.length} match${ids.length === 1 ? "" : "es"}`));
+  const list = el("ul", { class: "gx-results" });
+  for (const id of ids.slice(0, 200)) {
+    const item = folds.item(id);
+    const b = el("button", { type: "button" }, printable(`${id}: ${folds.title(item)}`));
+    b.addEventListener("click", () => revealAndSelect(viewer, item));
+    const li = el("li");
+    li.appendChild(b);
+    list.appendChild(li);
+  }
+  panel.appendChild(list);
+  if (reveal && ids.length) revealAndSelect(viewer, folds.item(ids[0]), true);
+  return ids;
+}
+
+/** Open the groups around `item`, then select it and centre on it; `keepPanel` leaves the list of matches shown. */
+function revealAndSelect(viewer, item, keepPanel) {
+  viewer.folds.reveal(item);
+  return refresh(viewer).then(() => {
+    viewer.selectItem(item, keepPanel);
+    centerOn(viewer, item);
+  });
+}

@@ -1,0 +1,75 @@
+// Texts as the Python writers make them (gradexport.formats.labels): tensor shapes, byte counts,
+// a node's lines and attribute values, each printable (control characters as escapes).
+
+function pyTuple(shape) {
+  if (!Array.isArray(shape)) return String(shape);
+  return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
+}
+
+// As gradexport.formats.labels.tensor_text.
+export function tensorText(record) {
+  const parts = "shape" in record ? [pyTuple(record.shape)] : [];
+  if (record.dtype !== undefined && record.dtype !== "float32") parts.push(String(record.dtype));
+  if (record.device !== undefined && record.device !== "cpu") parts.push(String(record.device));
+  return parts.join(" ");
+}
+
+// As gradexport.formats.labels.printable: control characters as escapes.
+export function printable(text) {
+  return String(text).replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]/g, (c) => {
+    const escapes = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
+    const code = c.charCodeAt(0);
+    return escapes[c] || (code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0"));
+  });
+}
+
+// As gradexport.formats.labels.byte_text.
+export function byteText(count) {
+  let size = Number(count);
+  for (const unit of ["B", "KiB", "MiB", "GiB"]) {
+    if (size < 1024 || unit === "GiB") return unit === "B" ? `${Math.trunc(size)} B` : `${size.toFixed(1)} ${unit}`;
+    size /= 1024;
+  }
+}
+
+// As gradexport.formats.labels.node_lines: the marks line ("#k", the mark's words), the node's own lines,
+// then its saved bytes.
+export function nodeLines(attributes, options, words) {
+  const marks = [];
+  if (options.exec_order && attributes.exec_order !== undefined) marks.push(`#${attributes.exec_order}`);
+  if (attributes.nonfinite === "origin") marks.push(words.nonfinite);
+  const diff = attributes.diff;
+  if (diff === "added" || diff === "removed") marks.push(words[diff]);
+  if (diff === "changed") {
+    const changes = attributes.changes && typeof attributes.changes === "object" ? Object.keys(attributes.changes) : [];
+    marks.push(changes.length ? `${words.changed}: ${changes.join(", ")}` : words.changed);
+  }
+  const lines = marks.length ? [printable(marks.join(" "))] : [];
+  lines.push(...kindLines(attributes));
+  if (options.saved_bytes && attributes.saved_bytes !== undefined) {
+    const shared = attributes.saved_bytes_shared || 0;
+    lines.push(`saved ${byteText(attributes.saved_bytes)}` + (shared ? ` (+${byteText(shared)} shared)` : ""));
+  }
+  return lines;
+}
+
+function kindLines(attributes) {
+  const kind = attributes.kind;
+  if (kind === "none") return ["None"];
+  if (kind === "module") return [attributes.module || "(model)", `module of ${attributes.num_nodes ?? "?"} nodes`];
+  const lines = [];
+  if (kind === "root") lines.push(String(attributes.root ?? "root"));
+  else if (kind === "leaf") {
+    if (attributes.names && attributes.names.length) lines.push(attributes.names.map(String).join(", "));
+  } else {
+    lines.push(String(attributes.op ?? "?"));
+    if (attributes.special) lines.push(`special: ${attributes.special}`);
+  }
+  if (kind === "root" || kind === "leaf") lines.push(tensorText(attributes));
+  return lines.filter(Boolean).map(printable);
+}
+
+/** An attribute's value on one line: a string as it is, anything else as compact JSON. */
+export function formatValue(value) {
+  return typeof value === "string" ? printable(value) : printable(JSON.stringify(value, null, 1).replace(/\n\s*/g, " "));
+}

@@ -1,0 +1,100 @@
+// The Viewer: owns the state of one page (the graph, its folds, what is selected, matched and drawn) and
+// its parts, and holds the verbs the parts share: select an item, open or close groups. The work is in
+// the modules it calls: page.js (DOM and input), draw.js and looks.js (drawing), camera.js (pan and zoom),
+// layout-client.js (the layout worker), selection.js, panel.js, legend.js, search.js; api.js is the script API.
+import { Camera } from "./camera.js";
+import { refresh } from "./draw.js";
+import { LayoutClient } from "./layout-client.js";
+import { drawLegend } from "./legend.js";
+import { Folds, GradScale, Graph, pathMarks } from "./model.js";
+import { bindInput, buildPage } from "./page.js";
+import { showCrumbs, showPanel } from "./panel.js";
+import { paintMarks, revealOrigins, showOrigin } from "./selection.js";
+
+/** The page opens with the deepest fold that shows at most this many items. */
+const OPEN_BUDGET = 150;
+
+export class Viewer {
+  constructor(host, data) {
+    this.host = host;
+    this.data = data;
+    this.options = data.options || {};
+    this.styles = data.styles;
+    this.graph = new Graph(data);
+    this.folds = new Folds(this.graph, this.options.group_modules !== false);
+    this.folds.openWithin(OPEN_BUDGET);
+    revealOrigins(this);
+    this.words = data.mark_words || {};
+    this.markColors = data.mark_colors || {};
+    this.saved = this.options.saved_bytes ? this.folds.sums((i) => Number(this.graph.field(i, "saved_bytes")) || 0) : null;
+    this.scale = this.options.grad_norms === false ? null : new GradScale(this.graph, data.grad_colors, data.grad_bad_color);
+    if (this.scale && !this.scale.any) this.scale = null;
+    this.selected = null;
+    /** pathMarks of the selected node: the nodes on a path from the loss to it. */
+    this.marks = null;
+    this.matches = new Set();
+    /** Resolvers of idle(): called once the latest layout is drawn. */
+    this.waiting = [];
+    /** What refresh() last asked to draw ({items, boxes, box, rep, edges}); it is on the canvas once laid out. */
+    this.current = null;
+    /** What is on the canvas: the view drawn last, with its elements by item (draw.js). */
+    this.drawn = null;
+    this.timings = { start: performance.now() };
+    buildPage(this);
+    this.camera = new Camera(this.svg, this.viewport);
+    drawLegend(this);
+    showPanel(this, null);
+    showCrumbs(this, null);
+    this.camera.bindPointer();
+    bindInput(this);
+    this.layouts = new LayoutClient();
+    this.ready = refresh(this).then((visible) => showOrigin(this, visible));
+  }
+
+  /** Select `item` (a node or a group; null: nothing): marks its paths, shows it in the panel (unless `keepPanel`) and the breadcrumbs. */
+  selectItem(item, keepPanel = false) {
+    this.selected = item;
+    this.marks = item !== null && !this.folds.isGroup(item) ? pathMarks(this.graph, item) : null;
+    paintMarks(this);
+    if (!keepPanel) showPanel(this, item);
+    showCrumbs(this, item);
+  }
+
+  /** Open or close a group; like the others below, a Promise of the visible ids once drawn. */
+  toggle(item) {
+    return this.folds.expanded.has(item) ? this.collapseItem(item) : this.expandItem(item);
+  }
+
+  /** Open or close a group, then select it once the new drawing is there (so the marks, panel and breadcrumbs show its new state). */
+  toggleAndSelect(item) {
+    return this.toggle(item).then(() => this.selectItem(item));
+  }
+
+  expandItem(item) {
+    this.folds.expanded.add(item);
+    this.folds.reveal(item);
+    return refresh(this);
+  }
+
+  /** Expand `item` and every group inside it (the whole graph when item is the top), then draw once. */
+  expandAllUnder(item) {
+    const stack = [item];
+    while (stack.length) {
+      const group = stack.pop();
+      this.folds.expanded.add(group);
+      for (const child of this.folds.group(group).children) if (this.folds.isGroup(child)) stack.push(child);
+    }
+    this.folds.reveal(item);
+    return refresh(this);
+  }
+
+  collapseItem(item) {
+    this.folds.expanded.delete(item);
+    return refresh(this);
+  }
+
+  /** The ids of the visible items (the latest asked for). */
+  visible() {
+    return this.current.items.map((item) => this.folds.itemId(item));
+  }
+}
