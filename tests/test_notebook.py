@@ -38,3 +38,24 @@ def test_without_graphviz_a_notebook_gets_mermaid(without_graphviz):
     bundle = view._repr_mimebundle_()
     assert set(bundle) == {"text/vnd.mermaid", "text/html", "text/plain"}
     assert bundle["text/vnd.mermaid"] == gradexport.to_mermaid(graph, direction="BT")
+
+
+def deep_model_loss() -> tuple[torch.Tensor, torch.nn.Module]:
+    """A 150-layer MLP, over mermaid.js's 500 edges when drawn whole."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*(torch.nn.Linear(2, 2) for _ in range(150)))
+    with gradexport.capture_modules():
+        loss = model(torch.ones(1, 2)).sum()
+    return loss, model
+
+
+def test_without_graphviz_a_notebook_gets_the_mermaid_that_fits(without_graphviz):
+    """show() fits the Mermaid it falls back to as to_mermaid does (fit=True is the default): not the whole graph."""
+    loss, model = deep_model_loss()
+    view = gradexport.show(loss, module=model)
+    mermaid = view._repr_mimebundle_()["text/vnd.mermaid"]
+    assert mermaid == gradexport.to_mermaid(loss, module=model)
+    edges = sum(" --> " in line or "-->|" in line for line in mermaid.splitlines())
+    assert edges <= 500, f"{edges} edges: over mermaid.js's maxEdges"
+    whole = gradexport.show(loss, module=model, fit=False)._repr_mimebundle_()["text/vnd.mermaid"]
+    assert sum("-->" in line for line in whole.splitlines()) > 500  # fit=False draws it whole, as asked

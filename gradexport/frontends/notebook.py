@@ -26,8 +26,10 @@ from typing import Any
 import networkx as nx
 
 from ..api.export import GraphOrRoots, as_graph
-from ..core.options import DiagramOptions, ExportKeywords, Unpack
-from ..formats import html, mermaid, svg
+from ..api.registry import FORMATS
+from ..core.options import DiagramOptions, ExportKeywords, ExportOptions, FoldOptions, RenderOptions, Unpack
+from ..core.source import Source
+from ..formats import html, svg
 
 __all__ = ["GraphView", "show"]
 
@@ -39,12 +41,17 @@ class GraphView:
         graph: The graph (from `gradexport.to_networkx`).
         options: How it is drawn.
         prog: Graphviz program for the SVG (see `gradexport.formats.svg`).
+        fit: Whether the Mermaid fallback is folded to fit mermaid.js's limits,
+            as `gradexport.to_mermaid` folds it (see its ``fit`` option).
     """
 
-    def __init__(self, graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None):
+    def __init__(
+        self, graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None, *, fit: bool = True
+    ):
         self.graph = graph
         self.options = options or DiagramOptions()
         self.prog = prog
+        self.fit = fit
 
     @cached_property
     def svg(self) -> str:
@@ -69,7 +76,8 @@ class GraphView:
         bundle = {"text/plain": repr(self), "text/html": self.html}
         rendered = self._repr_svg_()
         if rendered is None:
-            bundle["text/vnd.mermaid"] = mermaid.to_mermaid(self.graph, self.options)
+            export = ExportOptions(fold=FoldOptions(fit=self.fit), diagram=self.options, render=RenderOptions(prog=self.prog))
+            bundle["text/vnd.mermaid"] = FORMATS["mermaid"].text(Source(self.graph), export)
         else:
             bundle["image/svg+xml"] = rendered
         return bundle
@@ -89,4 +97,4 @@ def show(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> Gra
     prog = export_options.render.prog
     if prog is not None:
         svg.find_graphviz(prog)
-    return GraphView(graph, export_options.diagram, prog)
+    return GraphView(graph, export_options.diagram, prog, fit=export_options.fold.fit)
