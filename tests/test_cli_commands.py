@@ -103,3 +103,15 @@ def test_diff_opens_both_graphs_in_model_explorer(targets, tmp_path, capsys, mon
     assert served["open_browser"] is False and served["labels"][0].startswith("a: ") and (tmp_path / "diff.dot").is_file()
     states = {state for _, state in served["merged"].nodes(data="diff")}
     assert "added" in states and "added:" in capsys.readouterr().out
+
+
+def test_the_main_help_names_every_command(capsys):
+    """``gradexport --help`` lists view, check and diff with what each does, and each command's own --help works."""
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    commands = text[text.index("commands (") :]
+    for command, words in (("view", "viewer"), ("check", "NaN"), ("diff", "compare")):
+        line = next((line for line in commands.splitlines() if line.strip().startswith(f"gradexport {command} ")), None)
+        assert line is not None and words in line, f"{command} missing from --help:\n{commands}"
+        assert main([command, "--help"]) == 0
+        assert f"usage: gradexport {command}" in capsys.readouterr().out

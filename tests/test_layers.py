@@ -122,5 +122,5 @@ def test_no_import_circle():
 def test_the_reader_sees_the_imports():
     """The checks above see real imports: the walk module imports the fence, the CLI lazily imports the façade's diff."""
     assert "gradexport.tracing._torch" in IMPORTS["gradexport.tracing.graph"]
-    assert "gradexport.api.diff" in IMPORTS["gradexport.frontends.cli"]
+    assert "gradexport.api.diff" in IMPORTS["gradexport.frontends.cli.diff"]
     assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.mkdocs.blocks"]  # through importlib.import_module

@@ -1,0 +1,66 @@
+"""``gradexport view TARGET``: write the interactive viewer page and open it, or serve the graph in Model Explorer."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...api.export import prepare, write
+from ...core.options import ExportOptions
+from ...tracing.roots import RootError
+from .running import PROG, Failure, call_target, no_graph, on_large_stack, one_line, parsed, refuse_options, subparser
+
+__all__ = ["DESCRIPTION", "SUMMARY", "main"]
+
+SUMMARY = "write the interactive viewer page of TARGET's graph and open it (or serve it in Model Explorer)"
+
+DESCRIPTION = (
+    "Write the interactive viewer page of a function's autograd graph and open it in the default browser\n"
+    "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1)."
+)
+
+def main(argv: Sequence[str]) -> int:
+    parser = subparser("view", DESCRIPTION)
+    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: FUNCTION.html in the current folder)")
+    parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
+    parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options)"))
+    args = parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    args.options = ExportOptions.given_arguments(args)
+    formats = ["model-explorer"] if args.model_explorer else ["html"]
+    if refuse_options(args.options, formats, f"{PROG} view"):
+        return 2
+    return on_large_stack(lambda bar: _view_work(args, bar), args, 2)
+
+
+def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    import webbrowser
+
+    name = args.target[1]
+    roots, params, module = call_target(args.target, bar)
+    stem = name.rpartition(".")[2]
+    try:
+        if args.model_explorer:
+            from ..model_explorer_server import serve_model_explorer
+
+            keywords = {"params": params, "module": module, **args.options}
+            source, options = prepare(roots, ["model-explorer"], keywords, caller="view", whole=True)  # type: ignore[arg-type]
+            del roots
+            bar.close()
+            serve_model_explorer(source.whole("view"), open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
+            return 0, []
+        page = Path(args.output) if args.output else Path(f"{stem}.html")
+        paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)
+    except RootError as error:
+        raise no_graph(args.target, error) from error
+    except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
+        raise Failure(one_line(error)) from None
+    address = paths["html"].resolve().as_uri()
+    if not args.no_open:
+        webbrowser.open(address)
+    return 0, [str(paths["html"]) if args.no_open else f"opened {address}"]
