@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -239,3 +240,30 @@ def test_serve_watches_the_library():
     server = Server()
     assert mkdocs_plugin.GradexportPlugin().on_serve(server, config=None, builder=None) is server
     assert server.watched == [str(Path(gradexport.__file__).resolve().parent)]
+
+
+def test_every_registered_format_either_sits_in_a_page_or_is_refused_with_its_reason():
+    from gradexport.api.registry import FORMATS
+    from gradexport.frontends.mkdocs.embed import FORMATS as EMBEDDED
+    from gradexport.frontends.mkdocs.embed import NOT_EMBEDDED
+
+    assert set(EMBEDDED) | set(NOT_EMBEDDED) == set(FORMATS) and not set(EMBEDDED) & set(NOT_EMBEDDED)
+    with pytest.raises(PluginError, match="give one or more of mermaid, svg, html, dot, json"):
+        parse_options('formats="model-explorer"', ("mermaid",), "page.md:1")
+
+
+def test_dot_and_json_show_as_highlighted_text(tmp_path):
+    page = """\
+        ```gradexport formats="dot json" show="diagram"
+        import torch
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum()
+        ```
+        """
+    site = build_site(make_site(tmp_path, {"index.md": page}))
+    html_text = (site / "index.html").read_text(encoding="utf-8")
+    assert html_text.count('class="tabbed-set') == 1  # two formats: two tabs
+    dot = re.search(r'<code class="language-dot">(.*?)</code>', html_text, re.DOTALL)
+    json_text = re.search(r'<code class="language-json">(.*?)</code>', html_text, re.DOTALL)
+    assert dot and "MulBackward0" in html.unescape(dot[1]) and "0→0" in html.unescape(dot[1])
+    assert json_text and json.loads(html.unescape(json_text[1]))["multigraph"] is True

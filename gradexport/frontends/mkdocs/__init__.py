@@ -34,8 +34,10 @@ Options (each optional):
   (default: all three; ``output`` is left out when nothing was printed).
 - ``formats``: ``mermaid`` (drawn by mermaid.js in the browser), ``svg`` (laid
   out by Graphviz at build time and inlined), ``html`` (the interactive
-  viewer, in an isolating iframe), or several, shown as content tabs (needs
-  the ``pymdownx.tabbed`` extension). Default: the plugin's ``formats`` option.
+  viewer, in an isolating iframe), ``dot`` and ``json`` (the text, highlighted),
+  or several, shown as content tabs (needs the ``pymdownx.tabbed``
+  extension). ``model-explorer`` is refused: it is a file for another app.
+  Default: the plugin's ``formats`` option.
 - ``graph``: a Python expression, evaluated after the block ran, giving the
   roots (anything `gradexport.to_networkx` takes, or a graph it built).
 - Export options: any option of the export functions that can be written as
