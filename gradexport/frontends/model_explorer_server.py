@@ -54,14 +54,8 @@ from ..api.diff import Diffable, diff, load_graph
 from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
-from ..formats.model_explorer import (
-    EXTENSION,
-    _model_explorer,
-    _node_namespace,
-    diff_panes,
-    node_data_for,
-    write_model_explorer,
-)
+from ..formats.model_explorer import EXTENSION, diff_panes, node_data_for, write_model_explorer
+from ..formats.model_explorer.graph import model_explorer_package, node_namespace
 from ..tracing.graph import gc_paused
 
 __all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
@@ -166,7 +160,7 @@ def serve_model_explorer(
         OSError: ``port`` is in use.
         TimeoutError: with ``block=False``, the server did not answer in time.
     """
-    model_explorer = _model_explorer()
+    model_explorer = model_explorer_package()
     folder: str | None = None
     if isinstance(graph, (str, os.PathLike)):
         path = Path(graph).expanduser().resolve()
@@ -282,7 +276,7 @@ def serve_model_explorer_diff(
         OSError: ``port`` is in use.
         TimeoutError: with ``block=False``, the server did not answer in time.
     """
-    model_explorer = _model_explorer()
+    model_explorer = model_explorer_package()
     if labels[0] == labels[1]:
         raise ArgumentValueError(f"the two panes need different labels, got {labels[0]!r} twice")
     graph_a, graph_b = load_graph(a, "a"), load_graph(b, "b")
@@ -311,7 +305,7 @@ OPEN_LAYERS = 32
 
 def _changed_layers(pane: nx.MultiDiGraph) -> list[str]:
     """Model Explorer's ids of the deepest layers holding a changed, added or removed node (at most `OPEN_LAYERS`)."""
-    namespaces = {_node_namespace(data) for _, data in pane.nodes(data=True) if data.get("diff", "same") != "same"}
+    namespaces = {node_namespace(data) for _, data in pane.nodes(data=True) if data.get("diff", "same") != "same"}
     namespaces.discard("")
     deepest = sorted(name for name in namespaces if not any(other.startswith(name + "/") for other in namespaces))
     return [f"{name}___group___" for name in deepest[:OPEN_LAYERS]]
