@@ -124,3 +124,12 @@ def test_the_reader_sees_the_imports():
     assert "gradexport.tracing._torch" in IMPORTS["gradexport.tracing.graph"]
     assert "gradexport.api.diff" in IMPORTS["gradexport.frontends.cli.diff"]
     assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.mkdocs.blocks"]  # through importlib.import_module
+
+
+def test_the_architecture_page_draws_the_layers_as_they_are():
+    """docs/architecture.md's diagram: an arrow per wing to the highest ones it may import, so it cannot go stale."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    diagram = page[page.index("```mermaid") : page.index("```", page.index("```mermaid") + 3)]
+    drawn = set(re.findall(r"^\s*(\w+) --> (\w+)$", diagram, re.MULTILINE))
+    layers = nx.DiGraph((wing, other) for wing, others in ALLOWED.items() for other in others)
+    assert drawn == set(nx.transitive_reduction(layers).edges)
