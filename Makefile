@@ -32,16 +32,17 @@ test: setup
 # The quick tests against the lowest versions pyproject.toml allows (scripts/lowest_versions.py).
 test-lowest: setup
 	$(PY) scripts/lowest_versions.py .lowest
-	PYTHONPATH=.lowest $(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider
+	GRADEXPORT_QUICK=1 PYTHONPATH=.lowest $(PY) -m pytest -q -m "not slow and not browser" -p no:cacheprovider
 
 # Lint and type checks: ruff (rules in pyproject.toml) and mypy on the package.
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# For development: skips the tests marked slow (torch.compile, deep graphs, site builds) and browser.
+# For development: skips the tests marked slow (torch.compile, deep graphs, site builds) and browser,
+# and draws a fifth of each property test's examples (tests/examples_budget.py).
 test-quick: setup
-	$(PY) -m pytest -m "not slow and not browser"
+	GRADEXPORT_QUICK=1 $(PY) -m pytest -m "not slow and not browser"
 
 examples: setup
 	$(PY) -m gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum

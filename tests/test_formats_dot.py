@@ -8,6 +8,7 @@ import networkx as nx
 import pydot
 import pytest
 import torch
+from examples_budget import budget
 from format_fixtures import (
     FORMAT_CASES,
     case_graph,
@@ -105,7 +106,7 @@ def test_a_plus_a_shows_two_edges_into_one_leaf():
 
 
 @needs_dot
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(param=names, root=names)
 @example(param='"', root="0  ")  # a run of spaces: Graphviz keeps it as no-break spaces
 def test_any_name_parses_and_shows_literally_without_markup(param, root):

@@ -7,6 +7,7 @@ import json as std_json
 import networkx as nx
 import pytest
 import torch
+from examples_budget import budget
 from format_fixtures import FORMAT_CASES, case_graph, named_graph, names
 from hypothesis import given, settings
 from nx_compat import node_link_data
@@ -45,7 +46,7 @@ def test_blog_json_is_node_link_data_with_torchs_indices():
     assert [node["names"] for node in data["nodes"] if node["kind"] == "leaf"] == [["x"]]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=budget(60), deadline=None)
 @given(param=names, root=names)
 def test_any_name_round_trips_in_ascii(param, root):
     graph = named_graph(param, root)

@@ -7,6 +7,7 @@ import warnings
 import networkx as nx
 import pytest
 import torch
+from examples_budget import budget
 from format_fixtures import (
     FORMAT_CASES,
     drawn_edges,
@@ -93,7 +94,7 @@ def test_gradient_norms_become_link_styles():
 def test_any_name_parses_and_shows_literally():
     drawn: list[tuple[str, str, str]] = []
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=budget(60), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(param=names, root=names)
     def collect(param, root):
         drawn.append((param, root, mermaid.to_mermaid(named_graph(param, root))))

@@ -9,6 +9,7 @@ from typing import Any
 
 import networkx as nx
 import pytest
+from examples_budget import budget
 from format_fixtures import FORMAT_CASES
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -200,7 +201,7 @@ MODULE_BASE = std_json.loads(to_json(CORPUS["multihead_attention collapsed to 1"
 GRADIENTS = std_json.loads(to_json(CORPUS["blog_unbind_then_add gradients"]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=budget(300), deadline=None)
 @given(data=st.data(), base=st.sampled_from([MODULE_BASE, GRADIENTS]), replacement=json_values)
 def test_any_change_to_a_document_either_loads_into_a_drawable_graph_or_is_refused(data, base, replacement):
     document = copy.deepcopy(base)

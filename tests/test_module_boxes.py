@@ -14,6 +14,7 @@ import networkx as nx
 import pydot
 import pytest
 import torch
+from examples_budget import budget
 from format_fixtures import mermaid_shown, names, needs_dot, needs_mermaid, parse_mermaid, render_with_dot
 from hypothesis import HealthCheck, assume, example, given, settings
 from model_zoo import ZOO
@@ -205,7 +206,7 @@ HOSTILE_KEYS = ["a\x01b", "\ufffe", "a\x00b", "\ud800", "line\nbreak", "a\\nb", 
 
 
 @needs_dot
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=names)
 @example(key="a\x01b")
 @example(key="\ufffe")
@@ -232,7 +233,7 @@ def test_any_module_name_gives_well_formed_dot_and_svg_showing_it(key: str) -> N
 def test_any_module_name_parses_in_mermaid_and_shows_literally() -> None:
     drawn: list[tuple[str, str, str]] = []
 
-    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=budget(60), deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     @given(key=names)
     def collect(key: str) -> None:
         _, graph = holder_graph(key)
