@@ -10,6 +10,7 @@ import io
 import tokenize
 from collections import namedtuple
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -220,3 +221,25 @@ def test_no_other_module_touches_torch_internals() -> None:
                 offenders += [f"{path.name}:{token.start[0]} {text!r}" for text in error_texts if text in token.string]
             previous = token.string
     assert not offenders, f"private torch API outside gradexport/tracing/_torch.py (wrap it there): {offenders}"
+
+
+def test_apply_with_graph_freed_runs_the_node_in_a_graph_task_that_frees_the_graph() -> None:
+    seen: list[bool] = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+            return tensor * 2
+
+        @staticmethod
+        def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+            seen.append(torch._C._autograd._get_current_graph_task_keep_graph())
+            return grad * 2
+
+    x = torch.ones(2, requires_grad=True)
+    node = Probe.apply(x).grad_fn
+    assert torch.equal(_torch.apply_with_graph_freed(node, torch.ones(2)), torch.full((2,), 2.0))
+    torch.autograd.backward(Probe.apply(x).sum())
+    assert seen == [False, False], "_get_current_graph_task_keep_graph no longer reads the engine's retain_graph"
+    assert x.grad is not None and torch.equal(x.grad, torch.full((2,), 2.0))  # the probe's graph leaves x alone
+    assert not _torch.donates_saved_buffers(node), "CompiledFunction.metadata.bw_donated_idxs read on a plain Function"

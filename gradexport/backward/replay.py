@@ -40,8 +40,15 @@ tensors. A step's ``inputs`` are what the node was called with, after them.
 ``register_post_accumulate_grad_hook`` hooks run inside ``AccumulateGrad``,
 so calling it runs them too.
 
+A ``torch.compile`` region whose compiled backward donates its saved buffers
+(inductor's, once a ``backward()`` or AOTAutograd's cache compiled it so) runs
+only while the graph is freed; replay calls it as ``backward()`` does, inside
+the engine without ``retain_graph`` (see
+`gradexport.tracing._torch.apply_with_graph_freed`), so that region's saved
+tensors are freed, as after ``backward()``.
+
 Other differences, none of which changes a gradient: the replay does not free
-the graph's saved tensors (it can run again), and always gives a custom
+the graph's other saved tensors (it can run again), and always gives a custom
 Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
@@ -70,7 +77,9 @@ from torch.autograd.graph import Node
 
 from ..core.errors import ReplayError
 from ..tracing._torch import (
+    apply_with_graph_freed,
     call_node,
+    donates_saved_buffers,
     input_metadata,
     leaf_variable,
     node_hook_counts,
@@ -257,7 +266,10 @@ def _apply_python_node(
         grad if grad is not None else torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=meta.device)
         for grad, meta in zip(inputs, input_metadata(node), strict=True)
     ]
-    results = _as_tuple(node.apply(*args))
+    if donates_saved_buffers(node):
+        results = _as_tuple(apply_with_graph_freed(node, *args))
+    else:
+        results = _as_tuple(node.apply(*args))
     needs = node.needs_input_grad
     if len(results) > len(needs) and all(grad is None for grad in results[len(needs):]):
         results = results[: len(needs)]

@@ -29,6 +29,11 @@ The private APIs used, with the torch 2.13 behaviour relied on:
 * ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
+* ``torch._functorch.config.donated_buffer``, the ``metadata.bw_donated_idxs``
+  of a compiled region's ``CompiledFunction`` (``node._forward_cls``) and
+  ``torch._C._autograd._get_current_graph_task_keep_graph()``, which that
+  region's backward reads to refuse running while the graph is kept
+  (`donates_saved_buffers`, `apply_with_graph_freed`).
 
 It also holds the public behaviours that torch's type stubs do not declare on
 `torch.autograd.graph.Node`, so that the rest of the package is type-checked:
@@ -59,8 +64,10 @@ __all__ = [
     "STALE_TEXTS",
     "NodeHooks",
     "SlotMetadata",
+    "apply_with_graph_freed",
     "call_node",
     "compiled_original",
+    "donates_saved_buffers",
     "input_metadata",
     "leaf_variable",
     "make_grad",
@@ -405,3 +412,72 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
         2
     """
     return [leaf for leaf in _pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def donates_saved_buffers(node: Node | torch.autograd.function.BackwardCFunction) -> bool:
+    """Whether ``node`` is a ``torch.compile`` region whose compiled backward reuses (donates) its saved buffers.
+
+    Such a backward runs only while the graph is freed: called outside the
+    engine, where ``_get_current_graph_task_keep_graph()`` reads True, it
+    raises "compiled with non-empty donated buffers". Inductor compiles a
+    region's backward lazily; measured with torch 2.13: one compiled under
+    ``backward()`` without ``retain_graph``, and one that AOTAutograd's cache
+    hands back, donate; one first compiled while the graph is kept does not
+    (AOTAutograd then empties ``bw_donated_idxs``).
+
+    Examples:
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> donates_saved_buffers((x * 2).grad_fn)
+        False
+    """
+    metadata = getattr(getattr(node, "_forward_cls", None), "metadata", None)
+    if not getattr(metadata, "bw_donated_idxs", None):
+        return False
+    from torch._functorch import config  # loaded by torch.compile already, when it made such a node
+
+    return bool(config.donated_buffer)
+
+
+class _FreedGraphCall(torch.autograd.Function):
+    """A one-node graph whose backward makes a call inside the engine's graph task."""
+
+    @staticmethod
+    def forward(ctx: Any, seed: torch.Tensor, call: Callable[[], None]) -> torch.Tensor:
+        ctx.call = call
+        return seed.detach().clone()
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple[torch.Tensor, None]:
+        ctx.call()
+        return grads[0], None
+
+
+def apply_with_graph_freed(node: torch.autograd.function.BackwardCFunction, *grads: torch.Tensor) -> Any:
+    """``node.apply(*grads)`` run as the engine runs it in ``backward()`` without ``retain_graph``.
+
+    The call happens inside the backward of a throwaway one-node graph that
+    `torch.autograd.grad` runs with ``retain_graph=False``, so the graph task
+    that the node sees does not keep the graph: a compiled region's backward
+    that donates buffers runs (see `donates_saved_buffers`) and frees its
+    saved tensors, as under ``backward()``.
+
+    Examples:
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> class Double(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, t): return t * 2
+        ...     @staticmethod
+        ...     def backward(ctx, g): return g * 2
+        >>> apply_with_graph_freed(Double.apply(x).grad_fn, torch.ones(2))
+        tensor([2., 2.])
+    """
+    results: list[Any] = []
+
+    def call() -> None:
+        results.append(node.apply(*grads))
+
+    with torch.enable_grad():
+        seed = torch.zeros((), requires_grad=True)
+        output = _FreedGraphCall.apply(seed, call)
+    torch.autograd.grad(output, seed, retain_graph=False)
+    return results[0]
