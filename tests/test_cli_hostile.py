@@ -58,7 +58,11 @@ def test_an_interrupt_in_the_function_is_one_line_and_status_130(tmp_path):
 def test_generator_exit_in_the_function_is_a_one_line_failure(tmp_path):
     result = run_cli(tmp_path, "generator_exit")
     assert result.returncode == 1
-    assert result.stderr.splitlines() == [f"gradexport: error: {tmp_path / 'hostile.py'}:generator_exit() raised GeneratorExit"]
+    target = tmp_path / "hostile.py"
+    line = next(n for n, text in enumerate(HOSTILE_TARGET.splitlines(), start=1) if "raise GeneratorExit" in text)
+    assert result.stderr.splitlines() == [
+        f"gradexport: error: {target}:generator_exit() raised GeneratorExit (at {target}:{line}, in generator_exit)"
+    ]
 
 
 @pytest.mark.parametrize(

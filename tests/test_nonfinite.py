@@ -231,7 +231,8 @@ def test_check_command() -> None:
     status, text = check_command((x + 1).pow(2).sum(), params={"x": x})
     assert status == 0 and "\n" not in text
     status, text = check_command(x.sqrt().sum(), params={"x": x})
-    assert status == 1 and "SqrtBackward0" in text.splitlines()[0]
+    assert status == 1 and text.splitlines()[0] == "parameters received non-finite gradients: x"
+    assert "SqrtBackward0" in text.splitlines()[1]
 
 
 def test_tensor_hook_that_makes_inf_is_received_by_the_consumer() -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -46,6 +47,7 @@ import torch
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
+from .in_place import in_place_error
 from .record_gradients import record_flow
 from .replay import GradOutputs, start_gradients
 
@@ -145,11 +147,30 @@ class NonfiniteReport:
             ``nonfinite`` on nodes and edges and the graph attribute
             ``nonfinite`` (see `gradexport.tracing.graph`); draw it with any writer.
         nodes_run: How many nodes the engine called.
+        nonfinite_parameters: The leaves (by name, else graph id) whose
+            gradient of this pass is non-finite, in graph order.
+        finite_parameters: The leaves the pass reached whose gradient is finite.
     """
 
     origins: tuple[NonfiniteOrigin, ...]
     graph: nx.MultiDiGraph = field(repr=False, compare=False)
     nodes_run: int = 0
+    nonfinite_parameters: tuple[str, ...] = ()
+    finite_parameters: tuple[str, ...] = ()
+
+    @property
+    def absorbed(self) -> bool:
+        """True when non-finite gradients appeared on the way but no parameter received one (a ReLU or a mask zeroed them)."""
+        return not self.nonfinite_parameters
+
+    def verdict(self) -> str:
+        """The first line of the text: whether the parameters received non-finite gradients, or all were absorbed."""
+        if self.absorbed:
+            return (
+                "absorbed: a non-finite gradient appeared on the way and was absorbed before the parameters; "
+                f"every parameter's gradient is finite ({_some(self.finite_parameters)})"
+            )
+        return f"parameters received non-finite gradients: {_some(self.nonfinite_parameters)}"
 
     @property
     def first(self) -> NonfiniteOrigin:
@@ -158,7 +179,7 @@ class NonfiniteReport:
 
     def to_text(self) -> str:
         """The report as readable text; ``str(report)`` gives the same."""
-        lines: list[str] = []
+        lines: list[str] = [self.verdict()]
         first = self.first
         lines.append(
             f"non-finite gradient: first at {_label(first)}, node {first.exec_order} of {self.nodes_run} the engine ran"
@@ -216,8 +237,10 @@ def _find(
     starts = start_gradients(result.roots, grad_outputs, caller="find_nonfinite")
     received: dict[str, dict[int, NonfiniteGradient]] = {}
     sent: dict[str, dict[int, NonfiniteGradient]] = {}
+    started: list[str] = []
 
     def before(node_id: str, grads: tuple[torch.Tensor | None, ...]) -> None:
+        started.append(node_id)
         bad = _nonfinite_slots(grads)
         if bad:
             received[node_id] = bad
@@ -227,7 +250,13 @@ def _find(
         if bad:
             sent[node_id] = bad
 
-    order = record_flow(result, starts, pre=before, post=after, values_up_to=0)
+    try:
+        order = record_flow(result, starts, pre=before, post=after, values_up_to=0)
+    except RuntimeError as error:
+        named = in_place_error(result, started, error)
+        if named is None:
+            raise
+        raise named from error
     nodes = {node_id: node for node, node_id in result.ids.items()}
     origins = []
     for node_id in order:
@@ -238,6 +267,7 @@ def _find(
     if not origins:
         return None, len(order)
     _mark(graph, order, received, sent, [node_id for node_id, _, _ in origins])
+    leaves = [(node_id, data) for node_id, data in graph.nodes(data=True) if data["kind"] == "leaf" and "exec_order" in data]
     report = NonfiniteReport(
         origins=tuple(
             NonfiniteOrigin(
@@ -254,8 +284,14 @@ def _find(
         ),
         graph=graph,
         nodes_run=len(order),
+        nonfinite_parameters=_leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") == "reached"),
+        finite_parameters=_leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") != "reached"),
     )
     return report, len(order)
+
+
+def _leaf_names(leaves: Iterable[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
+    return tuple(name for node_id, data in leaves for name in (data["names"] or [node_id]))
 
 
 def check_command(
@@ -264,8 +300,13 @@ def check_command(
     *,
     params: Params | None = None,
     module: torch.nn.Module | None = None,
+    strict: bool = False,
 ) -> tuple[int, str]:
-    """What ``gradexport check`` prints and exits with: ``(0, one line)`` when all is finite, else ``(1, report)``.
+    """What ``gradexport check`` prints and exits with: ``(0, one line)`` when all is finite, else the report.
+
+    The status is 1 when a parameter received a non-finite gradient; when
+    every non-finite gradient was absorbed on the way (the parameters' are
+    finite) it is 0, or 1 with ``strict=True``.
 
     Examples:
         >>> import torch
@@ -273,13 +314,17 @@ def check_command(
         >>> check_command((x * 2).sum())
         (0, 'all gradients finite: 3 nodes ran')
         >>> status, text = check_command(x.log().sum())
-        >>> status, text.splitlines()[0]
-        (1, 'non-finite gradient: first at n2 LogBackward0, node 2 of 3 the engine ran')
+        >>> status, text.splitlines()[:2]
+        (1, ['parameters received non-finite gradients: n3', 'non-finite gradient: first at n2 LogBackward0, node 2 of 3 the engine ran'])
+
+    Raises:
+        gradexport.InPlaceError: when a saved tensor was modified in place
+            (naming the node, its module and the tensor).
     """
     report, nodes_run = _find(roots, grad_outputs, params, module)
     if report is None:
         return 0, f"all gradients finite: {nodes_run} nodes ran"
-    return 1, report.to_text()
+    return (1 if strict or not report.absorbed else 0), report.to_text()
 
 
 # ---------------------------------------------------------------- internals
@@ -395,6 +440,13 @@ def _user_frames(stack: str) -> list[str]:
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     kept = [frame for frame in frames if not frame.startswith(f'  File "{torch_dir}')]
     return (kept or frames)[-TRACEBACK_FRAMES:]
+
+
+def _some(names: tuple[str, ...], limit: int = 8) -> str:
+    if not names:
+        return "no parameters reached"
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown}, ... ({len(names) - limit} more)"
 
 
 def _label(origin: NonfiniteOrigin) -> str:

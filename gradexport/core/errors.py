@@ -21,6 +21,7 @@ GradexportError
 ├── StartGradientError (RuntimeError): torch cannot make a root's start gradient
 ├── StreamConsumedError (RuntimeError): a one-pass GraphStream read twice
 ├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
+├── InPlaceError (RuntimeError): backward met a saved tensor modified in place (names node, module, tensor)
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
 ├── OutputError (OSError): a file or folder that cannot be written
@@ -56,6 +57,7 @@ __all__ = [
     "GraphFormatError",
     "GraphTooLargeError",
     "GraphvizNotFoundError",
+    "InPlaceError",
     "MermaidSizeWarning",
     "MissingFileError",
     "ModelExplorerNotInstalledError",
@@ -130,6 +132,51 @@ class ReplayError(GradexportError, RuntimeError):
         super().__init__(f"replay: node {node} ({op}): {reason}")
         self.node = node
         self.op = op
+
+
+class InPlaceError(GradexportError, RuntimeError):
+    """Backward reached a node whose saved tensor was modified in place after it was saved.
+
+    torch's own message is kept at the end of this one (and the torch error
+    is the ``__cause__``); this one says where: the node, its module and the
+    saved tensor, with its versions.
+
+    Attributes:
+        node: The graph id of the node that could not read its saved tensor.
+        op: Its type name, e.g. ``"ReluBackward0"``.
+        module: The module that created it, or ``None`` when not known.
+        saved: The name of the saved tensor (``"result"``, ``"self"``), or ``None`` when not found.
+        tensor: What torch says the tensor is: ``"float32 [1, 3], output 0 of ReluBackward0"``.
+        saved_version: Its version when it was saved, or ``None`` when torch did not say.
+        version: Its version now (each in-place operation adds one), or ``None``.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        op: str,
+        module: str | None,
+        saved: str | None,
+        tensor: str,
+        saved_version: int | None,
+        version: int | None,
+        torch_message: str,
+    ):
+        where = f"{node} {op}" + ("" if module is None else f" in module {module!r}")
+        what = f"its saved {saved or 'tensor'} ({tensor})" if tensor else f"its saved {saved or 'tensor'}"
+        versions = "" if saved_version is None else f": saved at version {saved_version}, now at version {version}"
+        super().__init__(
+            f"in-place error at {where}: {what} was modified in place after it was saved{versions}; "
+            "make that operation out of place (x = x + 1, not x += 1) or clone the tensor before changing it "
+            f"(torch: {torch_message})"
+        )
+        self.node = node
+        self.op = op
+        self.module = module
+        self.saved = saved
+        self.tensor = tensor
+        self.saved_version = saved_version
+        self.version = version
 
 
 class GraphvizNotFoundError(GradexportError, RuntimeError):

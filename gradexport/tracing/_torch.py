@@ -34,6 +34,9 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``torch._C._autograd._get_current_graph_task_keep_graph()``, which that
   region's backward reads to refuse running while the graph is kept
   (`donates_saved_buffers`, `apply_with_graph_freed`).
+* The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
+  which is output 0 of ReluBackward0, is at version 1; expected version 0``,
+  and the legacy tensor type names in it (`in_place_versions`).
 
 It also holds the public behaviours that torch's type stubs do not declare on
 `torch.autograd.graph.Node`, so that the rest of the package is type-checked:
@@ -50,6 +53,7 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, Literal, NamedTuple, Protocol
@@ -68,6 +72,7 @@ __all__ = [
     "call_node",
     "compiled_original",
     "donates_saved_buffers",
+    "in_place_versions",
     "input_metadata",
     "leaf_variable",
     "make_grad",
@@ -390,6 +395,42 @@ def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
     if any(text in message for text in STALE_TEXTS):
         return "stale"
     return None
+
+
+class InPlaceVersions(NamedTuple):
+    """What torch's in-place error says of the tensor: ``"float32 [1, 3], output 0 of ReluBackward0"``, and its versions."""
+
+    tensor: str
+    saved_version: int
+    version: int
+
+
+_IN_PLACE = re.compile(
+    r"\[(?P<type>[\w.]+)(?: \[(?P<shape>[\d, ]*)\])?\], which is (?P<what>.+?), is at version (?P<now>\d+); "
+    r"expected version (?P<saved>\d+)"
+)
+
+
+def in_place_versions(message: str) -> InPlaceVersions | None:
+    """Read the tensor and its versions from torch's "modified by an inplace operation" error, or None.
+
+    Examples:
+        >>> in_place_versions(
+        ...     "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        ...     "[torch.FloatTensor [1, 3]], which is output 0 of ReluBackward0, is at version 1; expected version 0 instead."
+        ... )
+        InPlaceVersions(tensor='float32 [1, 3], output 0 of ReluBackward0', saved_version=0, version=1)
+    """
+    found = _IN_PLACE.search(message)
+    if found is None:
+        return None
+    kind: Any = torch
+    for part in found["type"].split(".")[1:]:
+        kind = getattr(kind, part, None)
+    dtype = getattr(kind, "dtype", None)
+    name = str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else found["type"]
+    shape = f" [{found['shape']}]" if found["shape"] is not None else ""
+    return InPlaceVersions(f"{name}{shape}, {found['what']}", int(found["saved"]), int(found["now"]))
 
 
 def compiled_original(module: torch.nn.Module) -> torch.nn.Module | None:

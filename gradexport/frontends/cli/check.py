@@ -6,8 +6,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.errors import InPlaceError
 from ...tracing.roots import RootError
-from .running import Failure, call_target, no_graph, on_large_stack, one_line, parsed, subparser
+from .running import Failure, add_traceback, call_target, no_graph, on_large_stack, one_line, parsed, subparser, where
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
 
@@ -15,11 +16,15 @@ SUMMARY = "run backward on TARGET's roots; exit 1 saying where a NaN or infinity
 
 DESCRIPTION = (
     "Run backward on a function's roots, watching every node: exit 0 with one line when every gradient is\n"
-    "finite, exit 1 with a report of where the first NaN or infinity started otherwise."
+    "finite, exit 1 with a report of where the first NaN or infinity started when a parameter received one.\n"
+    "A non-finite gradient that was absorbed on the way (every parameter's gradient finite) is reported\n"
+    "and exits 0, or 1 with --strict. A saved tensor modified in place is named with its node and module."
 )
 
 def main(argv: Sequence[str]) -> int:
     parser = subparser("check", DESCRIPTION)
+    parser.add_argument("--strict", action="store_true", help="exit 1 also when every non-finite gradient was absorbed")
+    add_traceback(parser)
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
@@ -32,9 +37,11 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     location, name = args.target
     roots, params, module = call_target(args.target, bar)
     try:
-        status, text = check_command(roots, params=params, module=module)
+        status, text = check_command(roots, params=params, module=module, strict=args.strict)
     except RootError as error:
         raise no_graph(args.target, error) from error
-    except RuntimeError as error:  # backward itself failed (a graph freed already, say)
-        raise Failure(f"backward through {location}:{name}() raised {one_line(error)}") from None
+    except InPlaceError as error:
+        raise Failure(str(error)) from error
+    except RuntimeError as error:  # backward itself failed (a graph freed already, a custom backward raised)
+        raise Failure(f"backward through {location}:{name}() raised {one_line(error)}{where(error)}") from error
     return status, [text]

@@ -14,6 +14,7 @@ from .running import (
     PROG,
     Failure,
     Parser,
+    add_traceback,
     call_target,
     no_graph,
     on_large_stack,
@@ -65,7 +66,7 @@ def parser(commands: str = "") -> Parser:
     parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder to write into, created as needed (default: .)")
     parser.add_argument("--stem", type=parse_stem, help="file name without extension (default: the function's name)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
-    parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
+    add_traceback(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options; each applies to the formats it names)"))
     return parser

@@ -14,6 +14,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import sysconfig
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,7 @@ import torch
 
 from ...api.export import is_plain_name
 from ...api.registry import parse_formats, read_options
+from ...core.errors import GradexportWarning
 from ...tracing.modules import capture_modules
 from ...tracing.roots import RootError
 from ...tracing.stack import run_with_large_stack
@@ -32,6 +34,7 @@ __all__ = [
     "PROG",
     "Failure",
     "Parser",
+    "add_traceback",
     "call_target",
     "flat",
     "no_graph",
@@ -45,6 +48,7 @@ __all__ = [
     "split_result",
     "subparser",
     "version",
+    "where",
 ]
 
 PROG = "gradexport"
@@ -183,8 +187,12 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
                 status, lines = work(bar)
         except Failure as error:
             failure = error
+    shown: set[tuple[Any, ...]] = set()
     for warning in caught:
-        print(f"{PROG}: warning: {flat(warning.message)}", file=sys.stderr)
+        key = (warning.category, str(warning.message), warning.filename, warning.lineno)
+        if key not in shown:  # once per place, as Python's default filter shows them
+            shown.add(key)
+            print(_warning_text(warning), end="", file=sys.stderr)
     if failure is not None:
         if getattr(args, "traceback", False) and failure.__cause__ is not None:
             traceback.print_exception(failure.__cause__, file=sys.stderr)
@@ -193,6 +201,54 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
     for line in lines:
         print(line)
     return status
+
+def _warning_text(warning: warnings.WarningMessage) -> str:
+    # gradexport's own warnings are one line under its name; torch's (and the user's) are shown
+    # as Python shows them, with their category and the file and line they name.
+    if issubclass(warning.category, GradexportWarning) or _inside(warning.filename, _GRADEXPORT_DIR):
+        return f"{PROG}: warning: {flat(warning.message)}\n"
+    return warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno, warning.line)
+
+
+_GRADEXPORT_DIR = str(Path(__file__).resolve().parents[2])
+#: Where library code lives: a frame there is not "the user's code".
+_LIBRARY_DIRS = tuple(
+    {_GRADEXPORT_DIR, str(Path(torch.__file__).resolve().parent)}
+    | {str(Path(sysconfig.get_paths()[key]).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _inside(filename: str, *folders: str) -> bool:
+    try:
+        path = str(Path(filename).resolve())
+    except (OSError, ValueError):
+        return False
+    return any(path == folder or path.startswith(folder + os.sep) for folder in folders)
+
+
+def where(error: BaseException) -> str:
+    """`` (at path/to/file.py:12, in function)``: the innermost line of the user's code the error passed, or ``""``.
+
+    Frames in gradexport, torch, the standard library and installed packages
+    are skipped; a ``SyntaxError`` names its own file and line.
+
+    Examples:
+        >>> where(ValueError("no traceback"))
+        ''
+    """
+    if isinstance(error, SyntaxError) and error.filename and error.lineno:
+        return f" (at {error.filename}:{error.lineno})"
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if not _inside(frame.filename, *_LIBRARY_DIRS)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" (at {frame.filename}:{frame.lineno}, in {frame.name})"
+
+
+def add_traceback(parser: argparse.ArgumentParser) -> None:
+    """The ``--traceback`` flag every command that runs the user's code takes."""
+    parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
+
 
 def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
     """Import and call the user's function; its result split into ``(roots, params, module)``."""
@@ -206,7 +262,7 @@ def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, to
     except SystemExit as error:
         raise Failure(f"importing {location} called {exit_call(error)}") from error
     except BaseException as error:  # GeneratorExit too
-        raise Failure(f"importing {location} raised {one_line(error)}") from error
+        raise Failure(f"importing {location} raised {one_line(error)}{where(error)}") from error
     bar.set_description(f"{PROG}: running {name}()")
     try:
         with capture_modules():  # so that a returned nn.Module also names the nodes its forward made
@@ -216,7 +272,7 @@ def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, to
     except SystemExit as error:
         raise Failure(f"{location}:{name}() called {exit_call(error)} instead of returning the roots; nothing was written") from error
     except BaseException as error:  # GeneratorExit and the like, too: never exit 0 without files
-        raise Failure(f"{location}:{name}() raised {one_line(error)}") from error
+        raise Failure(f"{location}:{name}() raised {one_line(error)}{where(error)}") from error
     bar.update()
     bar.set_description(f"{PROG}: tracing the graph")
     return split_result(result)

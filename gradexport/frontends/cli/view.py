@@ -10,7 +10,7 @@ from typing import Any
 from ...api.export import prepare, write
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
-from .running import PROG, Failure, call_target, no_graph, on_large_stack, one_line, parsed, refuse_options, subparser
+from .running import PROG, Failure, add_traceback, call_target, no_graph, on_large_stack, one_line, parsed, refuse_options, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
 
@@ -27,6 +27,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
     parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_traceback(parser)
     ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options)"))
     args = parsed(parser, argv)
     if isinstance(args, int):
@@ -59,7 +60,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     except RootError as error:
         raise no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
-        raise Failure(one_line(error)) from None
+        raise Failure(one_line(error)) from error
     address = paths["html"].resolve().as_uri()
     if not args.no_open:
         webbrowser.open(address)
