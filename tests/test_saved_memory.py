@@ -104,15 +104,22 @@ def test_saved_memory_ranks_nodes_and_modules() -> None:
     with gradexport.capture_modules():
         loss = model(torch.randn(32, 8)).pow(2).sum()
     result = trace(loss, module=model, saved=True)
-    truth_by_node = {node_id: storage_bytes(*saved_tensors_of(node)) if saved_tensors_of(node) else 0 for node, node_id in result.ids.items()}
+    weights = {t.untyped_storage().data_ptr() for t in model.parameters()}
+
+    def activations(node: Node) -> list[torch.Tensor]:
+        return [t for t in saved_tensors_of(node) if t.untyped_storage().data_ptr() not in weights]
+
+    truth_by_node = {node_id: storage_bytes(*activations(node)) if activations(node) else 0 for node, node_id in result.ids.items()}
     report = gradexport.saved_memory(result.graph, top=3)
     assert report.total == storage_bytes(*[t for node in result.ids for t in saved_tensors_of(node)])
+    assert report.activations == storage_bytes(*[t for node in result.ids for t in activations(node)])
+    assert report.activations + report.parameters == report.total and report.buffers == 0
     ranked = sorted((size for size in truth_by_node.values() if size), reverse=True)[:3]
-    assert [entry.saved_bytes + entry.shared_bytes for entry in report.nodes] == ranked
+    assert [entry.activation_bytes for entry in report.nodes] == ranked
     # The widest layer's tanh output (32 x 64 float32) is the largest saved activation.
     assert report.nodes[0].module in {"1.up", "1.down", "1"}
     assert report.modules[0][0] in {"1", "1.up", "1.down"}
-    assert sum(size for _, size in gradexport.saved_memory(result.graph, top=100).modules) <= report.total
+    assert sum(size for _, size in gradexport.saved_memory(result.graph, top=100).modules) <= report.activations
     text = str(report)
     assert report.nodes[0].node in text and "top modules" in text
 
@@ -130,3 +137,43 @@ def test_saved_memory_from_roots() -> None:
     y = x.exp()
     report: Any = gradexport.saved_memory(y.sum())
     assert report.total == storage_bytes(y)
+
+
+def saved_by_hooks(forward: Any) -> list[torch.Tensor]:
+    """Ground truth from torch itself: every tensor the forward saves, as a saved-tensor pack hook receives it."""
+    seen: list[torch.Tensor] = []
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        seen.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        forward()
+    return seen
+
+
+def test_activations_apart_from_parameters_and_buffers_agree_with_saved_tensor_hooks() -> None:
+    """A conv net with BatchNorm (running stats are buffers; eval mode saves them) and a Linear whose weight is saved."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)
+    ).eval()
+    images = torch.randn(2, 3, 8, 8)
+    seen = saved_by_hooks(lambda: model(images).sum())
+    parameters = {t.untyped_storage().data_ptr() for t in model.parameters()}
+    buffers = {t.untyped_storage().data_ptr() for t in model.buffers()}
+
+    def kind(tensor: torch.Tensor) -> str:
+        pointer = tensor.untyped_storage().data_ptr()
+        return "parameters" if pointer in parameters else "buffers" if pointer in buffers else "activations"
+
+    truth = {name: storage_bytes(*[t for t in seen if kind(t) == name]) if any(kind(t) == name for t in seen) else 0
+             for name in ("activations", "parameters", "buffers")}
+    assert truth["parameters"] and truth["buffers"] and truth["activations"]  # the case has all three
+    with gradexport.capture_modules():
+        loss = model(images).sum()
+    report = gradexport.saved_memory(loss, module=model)
+    assert (report.activations, report.parameters, report.buffers) == (truth["activations"], truth["parameters"], truth["buffers"])
+    assert report.total == storage_bytes(*seen)
+    text = str(report)
+    assert text.splitlines()[0].startswith("activations: saved tensors keep") and "of parameters" in text

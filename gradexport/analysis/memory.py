@@ -8,13 +8,19 @@ matmul, a view of the input) counts once: in ``saved_bytes`` of the first
 node that holds it, in id order, and in ``saved_bytes_shared`` of the others.
 `saved_memory` ranks them.
 
+Most of what a model's saved tensors hold is often its own weights (a
+``Linear`` saves its weight for the input's gradient): those exist with or
+without backward, so `saved_memory` reports the activations, the saved
+storages that are no parameter (a leaf of the graph) and no buffer, apart
+from them (see `SavedMemory`).
+
 Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(256, requires_grad=True)               # 1 KiB
     >>> y = x.exp()                                          # saves its 1 KiB result
     >>> report = gradexport.saved_memory(gradexport.to_networkx((y * y).sum(), saved=True))
-    >>> report.total                                          # y's storage once, though three nodes hold it
-    1024
+    >>> report.total, report.activations                      # y's storage once, though three nodes hold it
+    (1024, 1024)
     >>> [(entry.op, entry.saved_bytes, entry.shared_bytes) for entry in report.nodes]
     [('MulBackward0', 1024, 0), ('ExpBackward0', 0, 1024)]
 """
@@ -35,49 +41,95 @@ __all__ = ["NodeMemory", "SavedMemory", "saved_memory"]
 
 
 class NodeMemory(NamedTuple):
-    """One node's saved bytes: ``saved_bytes`` first counted here, ``shared_bytes`` counted at an earlier node."""
+    """One node's saved bytes: ``saved_bytes`` first counted here, ``shared_bytes`` counted at an earlier node.
+
+    ``activation_bytes`` is the part of both that is no parameter or buffer:
+    what the node alone makes backward keep alive beyond the model's weights.
+    """
 
     node: str
     op: str
     module: str | None
     saved_bytes: int
     shared_bytes: int
+    activation_bytes: int = 0
 
 
 @dataclass(frozen=True)
 class SavedMemory:
-    """The largest holders of saved-tensor memory in a graph.
+    """What the saved tensors of a graph keep alive: activations apart from parameters and buffers.
+
+    ``str(report)`` gives `to_text`; in Jupyter it shows as an HTML table.
 
     Attributes:
-        total: Bytes of all distinct storages the graph's saved tensors keep alive.
-        nodes: The ``top`` nodes by the bytes they keep alive (their own plus
-            shared), largest first; nodes holding nothing are left out.
+        activations: Bytes of the distinct saved storages that are no
+            parameter (leaf) and no buffer: what backward keeps alive beyond
+            the weights, which exist without it. The headline.
+        parameters: Bytes of saved storages that are the storages of the
+            graph's leaves (parameters, inputs that require grad).
+        buffers: Bytes of saved storages that are ``module``'s buffers.
+        total: All three: every distinct storage the saved tensors keep alive.
+        nodes: The ``top`` nodes by the activation bytes they keep alive
+            (their own plus shared), largest first; nodes holding none are left out.
         modules: ``(module, bytes)`` for the ``top`` modules by the
-            ``saved_bytes`` of the nodes they created directly (innermost
-            module; ``""`` is the model itself), largest first. Each storage
-            counts once, so these add up to at most ``total``.
+            activation bytes first counted at the nodes they created directly
+            (innermost module; ``""`` is the model itself), largest first.
+            Each storage counts once, so these add up to at most ``activations``.
     """
 
     total: int
     nodes: list[NodeMemory]
     modules: list[tuple[str, int]]
+    activations: int = 0
+    parameters: int = 0
+    buffers: int = 0
 
     def to_text(self) -> str:
         """A readable table; ``str(report)`` gives the same."""
-        lines = [f"saved tensors hold {_size(self.total)} in distinct storages"]
+        lines = [
+            f"activations: saved tensors keep {_size(self.activations)} alive beyond the parameters and buffers",
+            f"  (they also hold {_size(self.parameters)} of parameters and {_size(self.buffers)} of buffers; "
+            f"{_size(self.total)} in distinct storages)",
+        ]
         if self.nodes:
-            lines.append("top nodes (own + shared with an earlier node):")
+            lines.append("top nodes by activations (own + shared with an earlier node):")
             for entry in self.nodes:
                 where = f"  [{entry.module or '(model)'}]" if entry.module is not None else ""
-                shared = f" + {_size(entry.shared_bytes)} shared" if entry.shared_bytes else ""
-                lines.append(f"  {entry.node:>6} {entry.op:<28} {_size(entry.saved_bytes)}{shared}{where}")
+                lines.append(f"  {entry.node:>6} {entry.op:<28} {_size(entry.activation_bytes)}{where}")
         if self.modules:
-            lines.append("top modules:")
+            lines.append("top modules by activations:")
             lines += [f"  {name or '(model)':<34} {_size(size)}" for name, size in self.modules]
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.to_text()
+
+    def _repr_html_(self) -> str:
+        """The same as `to_text`, as HTML tables for Jupyter (names escaped).
+
+        Examples:
+            >>> import torch, gradexport
+            >>> x = torch.ones(256, requires_grad=True)
+            >>> html = gradexport.saved_memory(x.exp().sum())._repr_html_()
+            >>> "activations" in html and "ExpBackward0" in html
+            True
+        """
+        from ..core.reports import html_table
+
+        head = (
+            f"<p><b>activations: {_size(self.activations)}</b> kept alive beyond the parameters "
+            f"({_size(self.parameters)}) and buffers ({_size(self.buffers)}); {_size(self.total)} in all</p>"
+        )
+        nodes = html_table(
+            ["node", "op", "module", "activations", "saved (own)", "shared"],
+            [
+                [entry.node, entry.op, "" if entry.module is None else entry.module or "(model)",
+                 _size(entry.activation_bytes), _size(entry.saved_bytes), _size(entry.shared_bytes)]
+                for entry in self.nodes
+            ],
+        )
+        modules = html_table(["module", "activations"], [[name or "(model)", _size(size)] for name, size in self.modules])
+        return head + nodes + (modules if self.modules else "")
 
 
 def saved_memory(
@@ -87,19 +139,34 @@ def saved_memory(
     params: Params | None = None,
     module: torch.nn.Module | None = None,
 ) -> SavedMemory:
-    """List the ``top`` nodes and modules of ``graph`` by the bytes their saved tensors hold.
+    """Report the bytes saved tensors keep alive: activations apart from parameters and buffers, by node and module.
+
+    A saved tensor that is a parameter (a view of it, the weight of a
+    ``Linear``) costs nothing that the model does not hold anyway; so the
+    headline, `SavedMemory.activations`, leaves parameters and buffers out,
+    and nodes and modules are ranked by their activations.
 
     Args:
         graph: A graph built with ``saved=True``, or roots, for which it is
             built with ``saved=True`` and ``params``/``module``.
         top: How many nodes and modules to list.
         params: Names for leaves, when ``graph`` is roots.
-        module: The model, when ``graph`` is roots: with
-            `gradexport.capture_modules` around its forward, nodes get
-            their module.
+        module: The model, when ``graph`` is roots: its buffers are counted
+            apart, and with `gradexport.capture_modules` around its forward,
+            nodes get their module.
 
     Raises:
         ValueError: for a graph built without ``saved=True``, or ``top < 1``.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> model = torch.nn.Sequential(
+        ...     torch.nn.Linear(256, 256, bias=False), torch.nn.Tanh(), torch.nn.Linear(256, 256, bias=False)
+        ... )
+        >>> loss = model(torch.ones(1, 256)).sum()
+        >>> report = gradexport.saved_memory(loss, params=dict(model.named_parameters()))
+        >>> report.activations, report.parameters   # the 1 KiB input and tanh's result; the second 256 KiB weight
+        (2048, 262144)
     """
     if top < 1:
         raise ArgumentValueError(f"saved_memory: top must be at least 1, got {top}")
@@ -111,18 +178,32 @@ def saved_memory(
         raise ArgumentValueError(
             "saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, saved=True)"
         )
-    entries = [
-        NodeMemory(node_id, data["op"], data.get("module"), data["saved_bytes"], data["saved_bytes_shared"])
-        for node_id, data in graph.nodes(data=True)
-        if data.get("saved_bytes", 0) + data.get("saved_bytes_shared", 0) > 0
-    ]
-    entries.sort(key=lambda entry: (-(entry.saved_bytes + entry.shared_bytes), int(entry.node[1:])))
+    weights: dict[str, list[int]] = graph.graph.get("saved_weights", {})
+    entries = []
+    own_activations: dict[str, int] = {}
+    for node_id, data in graph.nodes(data=True):
+        own, shared = data.get("saved_bytes", 0), data.get("saved_bytes_shared", 0)
+        if own + shared == 0:
+            continue
+        own_weights, shared_weights = weights.get(node_id, (0, 0))
+        own_activations[node_id] = own - own_weights
+        activations = own - own_weights + shared - shared_weights
+        entries.append(NodeMemory(node_id, data["op"], data.get("module"), own, shared, activations))
+    ranked = sorted((entry for entry in entries if entry.activation_bytes), key=lambda entry: (-entry.activation_bytes, int(entry.node[1:])))
     by_module: dict[str, int] = {}
     for entry in entries:
         if entry.module is not None:
-            by_module[entry.module] = by_module.get(entry.module, 0) + entry.saved_bytes
+            by_module[entry.module] = by_module.get(entry.module, 0) + own_activations[entry.node]
     modules = sorted(((name, size) for name, size in by_module.items() if size), key=lambda item: (-item[1], item[0]))
-    return SavedMemory(total=graph.graph["saved_bytes"], nodes=entries[:top], modules=modules[:top])
+    total = graph.graph["saved_bytes"]
+    return SavedMemory(
+        total=total,
+        nodes=ranked[:top],
+        modules=modules[:top],
+        activations=graph.graph.get("saved_bytes_activations", total),
+        parameters=graph.graph.get("saved_bytes_parameters", 0),
+        buffers=graph.graph.get("saved_bytes_buffers", 0),
+    )
 
 
 def _size(nbytes: int) -> str:

@@ -9,7 +9,8 @@
 - `gradexport.core.options`: every export option, declared once;
 - `gradexport.core.limits`: the sizes the consumers (mermaid.js) accept;
 - `gradexport.core.errors`: every exception and warning, one tree under
-  `gradexport.GradexportError`.
+  `gradexport.GradexportError`;
+- `gradexport.core.reports`: the escaped HTML that report objects show in a notebook.
 
 May import: nothing of gradexport.
 """

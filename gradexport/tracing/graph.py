@@ -52,7 +52,14 @@ Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 ``""`` for the model itself: ``{"": "ResNet", "layer1.0": "BasicBlock"}``),
 which module boxes use for their titles; with ``saved=True``, ``saved_bytes``:
 the bytes of all distinct storages that saved tensors keep alive (the sum of
-the nodes' ``saved_bytes``; see `gradexport.saved_memory`).
+the nodes' ``saved_bytes``; see `gradexport.saved_memory`), split into
+``saved_bytes_parameters`` (storages of the graph's leaves: parameters and
+other tensors whose ``.grad`` backward fills), ``saved_bytes_buffers``
+(storages of ``module``'s buffers that are no leaf) and
+``saved_bytes_activations`` (the rest: what backward keeps alive beyond
+them), and ``saved_weights``: ``{node id: [own, shared]}`` bytes of
+parameter and buffer storages among each node's ``saved_bytes`` and
+``saved_bytes_shared`` (nodes holding none are left out).
 `gradexport.collapse` adds ``collapsed_depth`` and/or ``collapsed_modules``.
 
 Attributes that other functions add to this graph (writers may style them):
@@ -101,7 +108,7 @@ from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, succes
 from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
-from .saved import StorageKey, saved_storages, summarize_saved
+from .saved import StorageKey, saved_storages, storage_key, summarize_saved
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
@@ -355,6 +362,13 @@ class GraphStream:
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
         self.saved_storages: set[StorageKey] = set()
         self.saved_bytes = 0
+        # With saved=True: each node's saved storages (key, bytes, counted first here), so that
+        # those of parameters (leaves) and buffers can be told from activations once every leaf is known.
+        self.saved_by_node: dict[str, list[tuple[StorageKey, int, bool]]] = {}
+        self.leaf_storages: set[StorageKey] = set()
+        self.buffer_storages: set[StorageKey] = set()
+        if saved and module is not None:
+            self.buffer_storages = {key for buffer in module.buffers() if (key := storage_key(buffer)) is not None}
 
     def __iter__(self) -> Iterator[Adjacency]:
         if self.started:
@@ -415,6 +429,27 @@ class GraphStream:
         )
         if self.saved:
             self.graph_attributes["saved_bytes"] = self.saved_bytes
+            self.split_saved_bytes()
+
+    def split_saved_bytes(self) -> None:
+        """``saved_bytes_parameters``, ``saved_bytes_buffers``, ``saved_bytes_activations`` and ``saved_weights``."""
+        kinds = {"parameters": self.leaf_storages, "buffers": self.buffer_storages - self.leaf_storages}
+        totals = dict.fromkeys(kinds, 0)
+        weights: dict[str, list[int]] = {}
+        for node_id, storages in self.saved_by_node.items():
+            held = [0, 0]
+            for key, nbytes, first in storages:
+                for kind, keys in kinds.items():
+                    if key in keys:
+                        held[0 if first else 1] += nbytes
+                        if first:
+                            totals[kind] += nbytes
+            if held != [0, 0]:
+                weights[node_id] = held
+        self.graph_attributes["saved_bytes_parameters"] = totals["parameters"]
+        self.graph_attributes["saved_bytes_buffers"] = totals["buffers"]
+        self.graph_attributes["saved_bytes_activations"] = self.saved_bytes - totals["parameters"] - totals["buffers"]
+        self.graph_attributes["saved_weights"] = weights
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Store the whole stream in the MultiDiGraph that `to_networkx` returns.
@@ -472,6 +507,8 @@ class GraphStream:
         if op == "AccumulateGrad":
             variable = leaf_variable(node)
             attributes["kind"] = "leaf"
+            if self.saved and (key := storage_key(variable)) is not None:
+                self.leaf_storages.add(key)
             attributes.update(tensor_meta(variable))
             attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
             owner = self.leaf_modules.get(id(variable))
@@ -492,12 +529,15 @@ class GraphStream:
     def count_saved_bytes(self, node: Node, attributes: dict[str, Any]) -> None:
         """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest."""
         fresh = shared = 0
+        held = self.saved_by_node[self.ids[node]] = []
         for key, nbytes in saved_storages(node).items():
-            if key in self.saved_storages:
-                shared += nbytes
-            else:
+            first = key not in self.saved_storages
+            if first:
                 self.saved_storages.add(key)
                 fresh += nbytes
+            else:
+                shared += nbytes
+            held.append((key, nbytes, first))
         attributes["saved_bytes"] = fresh
         attributes["saved_bytes_shared"] = shared
         self.saved_bytes += fresh

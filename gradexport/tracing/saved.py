@@ -31,7 +31,7 @@ from ._torch import (
 from .tensors import tensor_meta, type_name
 
 # signed, tensor_meta and type_name have lived here since the first release; they stay importable.
-__all__ = ["StorageKey", "saved_storages", "signed", "summarize_saved", "tensor_meta", "type_name"]
+__all__ = ["StorageKey", "saved_storages", "signed", "storage_key", "summarize_saved", "tensor_meta", "type_name"]
 
 
 def summarize_saved(node: Node) -> dict[str, Any]:
@@ -126,8 +126,22 @@ def saved_storages(node: Node) -> dict[StorageKey, int]:
 
 
 def _add_storage(found: dict[StorageKey, int], tensor: torch.Tensor) -> None:
+    key = storage_key(tensor)
+    if key is not None:
+        found[key] = tensor.untyped_storage().nbytes()
+
+
+def storage_key(tensor: torch.Tensor) -> StorageKey | None:
+    """The `StorageKey` of ``tensor``'s storage, or ``None`` for a layout without one (sparse).
+
+    Examples:
+        >>> import torch
+        >>> base = torch.ones(4)
+        >>> storage_key(base) == storage_key(base[1:])
+        True
+    """
     try:
         storage = tensor.untyped_storage()
     except (RuntimeError, NotImplementedError):  # sparse and other layouts without one storage
-        return
-    found[(type_name(tensor.device), storage.data_ptr())] = storage.nbytes()
+        return None
+    return (type_name(tensor.device), storage.data_ptr())

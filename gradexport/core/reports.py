@@ -1,0 +1,32 @@
+"""How report objects show in a notebook: HTML tables and blocks whose every name is escaped as data.
+
+A report (`gradexport.NonfiniteReport`, `gradexport.SavedMemory`, a diff's
+summary, a check's result) prints as text with ``str()`` and shows in
+Jupyter through ``_repr_html_``; these helpers build that HTML, so that a
+module or parameter named ``<script>`` shows as text, never as markup.
+
+Examples:
+    >>> html_table(["node", "op"], [["n1", "<Mul>"]])
+    '<table><tr><th>node</th><th>op</th></tr><tr><td>n1</td><td>&lt;Mul&gt;</td></tr></table>'
+    >>> html_block("<b>", "a & b")
+    '<p><b>&lt;b&gt;</b></p><pre>a &amp; b</pre>'
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+__all__ = ["html_block", "html_table"]
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A ``<table>`` with a header row; every cell is ``str()`` of its value, escaped."""
+    head = "".join(f"<th>{html.escape(str(header))}</th>" for header in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def html_block(title: str, text: str) -> str:
+    """A bold title and a preformatted text, both escaped."""
+    return f"<p><b>{html.escape(title)}</b></p><pre>{html.escape(text)}</pre>"
