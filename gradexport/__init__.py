@@ -8,7 +8,7 @@ Examples:
     4
 """
 
-from .analysis.diff import describe_diff
+from .analysis.diff import DiffSummary, describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .api.diff import diff
@@ -58,6 +58,7 @@ __all__ = [
     "ArgumentValueError",
     "DeepGraphWarning",
     "DiagramOptions",
+    "DiffSummary",
     "ExampleError",
     "ExportOptions",
     "FoldOptions",

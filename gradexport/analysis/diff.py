@@ -55,9 +55,10 @@ import networkx as nx
 
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
+from ..core.reports import html_block, html_table
 from ..core.source import KeyedEdges, node_data, predecessors, successors
 
-__all__ = ["DIFF_STATES", "describe_diff", "diff_graphs", "differs"]
+__all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
 
 #: Node attributes compared between matched nodes (when both graphs carry them).
 NODE_FIELDS = (
@@ -82,8 +83,42 @@ def diff_graphs(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> nx.MultiD
     return _merge(graph_a, graph_b, _match(graph_a, graph_b))
 
 
-def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
+class DiffSummary(str):
+    """What `describe_diff` returns: its text (a ``str``, printed as is), shown in Jupyter as a table of the counts and the text.
+
+    Attributes:
+        counts: ``{"nodes": {state: count}, "edges": {...}}`` for the states
+            ``same``, ``changed``, ``added``, ``removed``.
+    """
+
+    counts: dict[str, dict[str, int]]
+
+    def __new__(cls, text: str, counts: dict[str, dict[str, int]]) -> DiffSummary:
+        summary = super().__new__(cls, text)
+        summary.counts = counts
+        return summary
+
+    def __repr__(self) -> str:
+        return f"DiffSummary({self.splitlines()[0]})"
+
+    def _repr_html_(self) -> str:
+        """The counts as a table and the text below it, escaped.
+
+        Examples:
+            >>> import torch, gradexport
+            >>> x = torch.ones(3, requires_grad=True)
+            >>> html = describe_diff(gradexport.diff((x * 2).sum(), (x * 2).exp().sum()))._repr_html_()
+            >>> html.count("<tr>"), "ExpBackward0" in html
+            (3, True)
+        """
+        table = html_table(["", *DIFF_STATES], [[part, *(self.counts[part][state] for state in DIFF_STATES)] for part in ("nodes", "edges")])
+        return table + html_block("what differs", str(self))
+
+
+def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> DiffSummary:
     """A readable summary of a `diff` graph: counts, replacements, then up to ``limit`` nodes of each state.
+
+    It is a `DiffSummary`: a ``str`` that Jupyter shows as a table.
 
     Examples:
         >>> import torch, gradexport
@@ -118,7 +153,7 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
             lines.append(f"  {_node_line(graph, node_id)}")
         if len(nodes) > limit:
             lines.append(f"  ... and {len(nodes) - limit} more")
-    return "\n".join(lines)
+    return DiffSummary("\n".join(lines), {part: dict(summary[part]) for part in ("nodes", "edges")})
 
 
 def differs(graph: nx.MultiDiGraph) -> bool:

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
+from ..core.reports import html_block, html_table
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
@@ -194,6 +195,35 @@ class NonfiniteReport:
 
     def __str__(self) -> str:
         return self.to_text()
+
+    def __repr__(self) -> str:
+        """One line: the verdict, the first origin and how many there are (not the dataclass's fields)."""
+        return f"NonfiniteReport({self.verdict()}; first at {_label(self.first)}; {len(self.origins)} origin(s))"
+
+    def _repr_html_(self) -> str:
+        """The report for Jupyter: the verdict, a table of the origins, and the full text (names escaped).
+
+        Examples:
+            >>> import torch, gradexport
+            >>> x = torch.tensor([0.0, 4.0], requires_grad=True)
+            >>> html = gradexport.find_nonfinite(x.sqrt().sum(), params={"<x>": x})._repr_html_()
+            >>> "SqrtBackward0" in html, "&lt;x&gt;" in html, "<x>" in html
+            (True, True, False)
+        """
+        rows = [
+            [
+                origin.node,
+                origin.op,
+                "" if origin.module is None else origin.module or "(model)",
+                origin.exec_order,
+                origin.cause,
+                "; ".join(gradient.describe() for gradient in origin.gradients),
+                ", ".join(origin.parameters),
+            ]
+            for origin in self.origins
+        ]
+        table = html_table(["node", "op", "module", "engine order", "cause", "gradients", "reaches"], rows)
+        return html_block(self.verdict()) + table + html_block("report", self.to_text())
 
 
 def find_nonfinite(

@@ -27,6 +27,7 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def html_block(title: str, text: str) -> str:
-    """A bold title and a preformatted text, both escaped."""
-    return f"<p><b>{html.escape(title)}</b></p><pre>{html.escape(text)}</pre>"
+def html_block(title: str, text: str = "") -> str:
+    """A bold title and, when given, a preformatted text, both escaped."""
+    block = f"<pre>{html.escape(text)}</pre>" if text else ""
+    return f"<p><b>{html.escape(title)}</b></p>{block}"

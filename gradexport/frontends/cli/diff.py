@@ -63,7 +63,7 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     first, second = _diff_graph(args.a, bar), _diff_graph(args.b, bar)
     graph = diff(first, second)
     status = int(differs(graph))
-    lines = [describe_diff(graph)]
+    lines: list[str] = [describe_diff(graph)]
     if args.formats:
         try:
             paths = write(graph, args.output, args.formats, stem="diff")
