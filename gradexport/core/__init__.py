@@ -9,7 +9,9 @@
 - `gradexport.core.options`: every export option, declared once;
 - `gradexport.core.limits`: the sizes the consumers (mermaid.js) accept;
 - `gradexport.core.errors`: every exception and warning, one tree under
-  `gradexport.GradexportError`.
+  `gradexport.GradexportError`;
+- `gradexport.core.temporaries`: the temporary files and folders a signal
+  handler removes before the process exits.
 
 May import: nothing of gradexport.
 """

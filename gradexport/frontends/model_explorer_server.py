@@ -51,6 +51,7 @@ from urllib.parse import quote, unquote
 import networkx as nx
 
 from ..api.diff import Diffable, diff, load_graph
+from ..core import temporaries
 from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
@@ -71,6 +72,19 @@ _UNSAFE_IN_QUERY = re.compile(r"[&#%+?;]")
 
 #: Model Explorer's answer to its version check when there is nothing to report.
 _NO_NEW_VERSION = {"version": "", "runningVersion": "", "releaseUrl": "", "desktopAppUrl": ""}
+
+
+def _temporary_folder() -> str:
+    """A new temporary folder, removed by the command line's SIGINT and SIGTERM handler too."""
+    with temporaries.lock():
+        folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+        temporaries.track(folder, folder=True)
+    return folder
+
+
+def _remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    temporaries.untrack(folder)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -170,11 +184,11 @@ def serve_model_explorer(
             raise ArgumentValueError(f"Model Explorer reads graphs from files ending in .json (as {EXTENSION}), not {path.name!r}")
         if _UNSAFE_IN_QUERY.search(str(path)):
             # The page asks the server for the file with its path in a query string, unescaped.
-            folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+            folder = _temporary_folder()
             (Path(folder) / f"graph{EXTENSION}").symlink_to(path)
             path = Path(folder) / f"graph{EXTENSION}"
     else:
-        folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+        folder = _temporary_folder()
         path = Path(folder) / f"graph{EXTENSION}"
         with gc_paused():
             write_model_explorer(graph, path, options, label=label)
@@ -207,10 +221,10 @@ def _serve(
             model_explorer.visualize_from_config(**arguments)
         finally:
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove(folder)
         return url
     if folder is not None:  # the server reads it for as long as the process lives
-        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(_remove, folder)
     if block:  # Colab: Model Explorer serves in the background and embeds its page in the cell
         model_explorer.visualize_from_config(**arguments)
         return url
@@ -282,7 +296,7 @@ def serve_model_explorer_diff(
     graph_a, graph_b = load_graph(a, "a"), load_graph(b, "b")
     port = _port(host, port)
     panes = diff_panes(diff(graph_a, graph_b) if merged is None else merged, graph_a, graph_b)
-    folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+    folder = _temporary_folder()
     config = _split_view_config(model_explorer, sync)
     try:
         for pane, label, graph_id in zip(panes, labels, DIFF_GRAPH_IDS):
@@ -294,7 +308,7 @@ def serve_model_explorer_diff(
             for name, data in node_data_for(pane, graph_id=graph_id).items():
                 config.add_node_data(f"{name} ({label})", data, model_name=label)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
         raise
     return _serve(model_explorer, config, folder, host, port, open_browser, block, visualize)
 
