@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -76,3 +77,29 @@ def test_gradexport_diff_of_a_hostile_file_prints_one_line(tmp_path, text):
     result = subprocess.run([sys.executable, "-m", "gradexport", "diff", str(good), str(bad)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("gradexport: error: ")
+
+
+@pytest.mark.parametrize(
+    ("roots", "shown"),
+    [
+        (range(10**18), "a range of 1,000,000,000,000,000,000 items"),
+        (range(10**30), "a range of more items than len() can count"),
+        ({"a": range(2_000_000)}, "root 'a' is a range of 2,000,000 items"),
+    ],
+    ids=["range-10**18", "range-10**30", "nested"],
+)
+def test_huge_root_collections_are_refused_before_they_are_read(roots, shown):
+    with pytest.raises(gradexport.RootError, match=re.escape(shown)):
+        gradexport.to_networkx(roots)
+
+
+def test_the_limit_counts_the_items_of_every_collection_in_all(monkeypatch):
+    from gradexport.tracing import roots
+
+    y = torch.ones(1, requires_grad=True) * 2
+    nested = [[y, y], [y, y]]  # 2 + 2 + 2 items
+    monkeypatch.setattr(roots, "MAX_ROOT_ITEMS", 6)
+    assert len(roots.collect_roots(nested)) == 4
+    monkeypatch.setattr(roots, "MAX_ROOT_ITEMS", 5)
+    with pytest.raises(gradexport.RootError, match=r"root '1' is a list of 2 items; the root collections may hold 5 items in all"):
+        roots.collect_roots(nested)
