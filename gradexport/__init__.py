@@ -8,6 +8,12 @@ Examples:
     4
 """
 
+# ruff: noqa: E402
+# First, before torch is imported (seconds): Ctrl-C then is one line and exit 130 for the command line.
+from .core.temporaries import guard_startup as _guard_startup
+
+_guard_startup()
+
 from .analysis.diff import DiffSummary, describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching

@@ -83,7 +83,7 @@ def load(document: Any) -> nx.MultiDiGraph:
         ('{"directed": true, "multigraph": true}', "graph: missing"),
         ('{"directed": true, "multigraph": false, "graph": {}, "nodes": [], "edges": []}', "multigraph: expected true"),
         ("{", "not JSON: Expecting property name"),
-        (b"\xff", "not JSON"),
+        (b"\xff", "not UTF-8 text: byte 0"),
     ],
 )
 def test_documents_that_are_not_graphs_are_clear_errors(text, message):

@@ -263,3 +263,34 @@ def test_fit_collapses_until_within_budget_or_explains() -> None:
     plain = gradexport.to_networkx(model(inputs).sum())
     with pytest.raises(gradexport.GraphTooLargeError, match="capture_modules"):
         gradexport.fit(plain, max_edges=10)
+
+
+def test_a_forward_on_another_thread_during_a_capture_is_attributed_as_on_this_one():
+    # modules.py documents it: the hooks are global, each thread has its own call stack.
+    import threading
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(4, 2)))
+    outputs = {}
+
+    def forward(name):
+        outputs[name] = model(torch.randn(2, 3)).sum()
+
+    with gradexport.capture_modules():
+        forward("here")
+        workers = [threading.Thread(target=forward, args=(f"thread{i}",)) for i in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    forward("after")  # after the capture: not attributed
+
+    def attribution(name):
+        graph = gradexport.to_networkx(outputs[name], module=model)
+        return sorted((data["op"], data.get("module")) for _, data in graph.nodes(data=True) if data["kind"] == "backward")
+
+    here = attribution("here")
+    assert {module for _, module in here} == {"0", "1", "2.0", None}
+    for i in range(4):
+        assert attribution(f"thread{i}") == here
+    assert {module for _, module in attribution("after")} == {None}

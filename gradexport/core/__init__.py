@@ -11,6 +11,8 @@
 - `gradexport.core.errors`: every exception and warning, one tree under
   `gradexport.GradexportError`;
 - `gradexport.core.reports`: the escaped HTML that report objects show in a notebook.
+- `gradexport.core.temporaries`: the temporary files and folders a signal
+  handler removes before the process exits.
 
 May import: nothing of gradexport.
 """

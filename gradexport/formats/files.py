@@ -54,6 +54,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from ..core import temporaries
 from ..core.errors import OutputError
 
 __all__ = ["OutputError", "StagedFiles", "TextOutput", "atomic_open", "remove_stale_temporaries", "text_output"]
@@ -163,6 +164,7 @@ class StagedFiles:
     def __init__(self) -> None:
         self._staged: list[tuple[IO[Any], str, Path]] = []
         self._cleaned: set[Path] = set()
+        self._tracked: list[str] = []  # in gradexport.core.temporaries until the block ends
 
     def open(self, path: str | os.PathLike[str], *, binary: bool = False) -> IO[Any]:
         """A new temporary file that will replace ``path``; text files are UTF-8 with ``\\n`` newlines."""
@@ -192,10 +194,13 @@ class StagedFiles:
         self._staged.append((file, temporary, target))
         return file
 
-    @staticmethod
-    def _temporary(target: Path) -> tuple[int, str]:
+    def _temporary(self, target: Path) -> tuple[int, str]:
         prefix = f".{target.name[:_NAME_PART]}.gradexport-{os.getpid()}-"
-        return tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
+        with temporaries.lock():  # a signal handler cannot remove them between creation and tracking
+            descriptor, path = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
+            temporaries.track(path)
+        self._tracked.append(path)
+        return descriptor, path
 
     def __enter__(self) -> StagedFiles:
         return self
@@ -213,6 +218,9 @@ class StagedFiles:
                 with suppress(FileNotFoundError):
                     os.unlink(temporary)
             self._staged.clear()
+            for path in self._tracked:
+                temporaries.untrack(path)
+            self._tracked.clear()
 
     def _publish(self) -> None:
         new_mode = 0o666 & ~_umask()

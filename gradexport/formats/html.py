@@ -54,7 +54,7 @@ from ..core.options import DiagramOptions
 from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
 from .files import TextOutput, text_output
-from .labels import DIFF_MARKS, element_id, node_lines
+from .labels import DIFF_MARKS, element_id, node_lines, printable
 from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
 
 __all__ = [
@@ -134,7 +134,7 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="gradexport">\n'
-        f"<title>{html.escape(name)}</title>\n</head>\n<body>\n"
+        f"<title>{html.escape(printable(name))}</title>\n</head>\n<body>\n"
         '<div id="gradexport-viewer"></div>\n'
         '<noscript>This page draws the autograd graph with JavaScript, which is turned off.</noscript>\n'
         '<script type="application/json" id="gradexport-data">'

@@ -132,12 +132,36 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
     """
     try:
         data = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as error:  # JSONDecodeError is a ValueError
+    except UnicodeDecodeError as error:
+        raise GraphFormatError(f"not a gradexport graph: not UTF-8 text: byte {error.start} ({error.reason})") from None
+    except ValueError as error:  # JSONDecodeError is a ValueError
         raise GraphFormatError(f"not a gradexport graph: not JSON: {error}") from None
+    except RecursionError:  # json's scanner recurses once per level: about 1,000 levels end it
+        raise GraphFormatError(f"not a gradexport graph: arrays or objects nested deeper than {MAX_NESTING} levels") from None
     try:
+        _check_nesting(data)
         return _graph_of(data)
     except _Misfit as misfit:
         raise GraphFormatError(f"not a gradexport graph: {misfit.path}: {misfit.problem}") from None
+
+
+#: Arrays and objects nested deeper than this are refused: a graph's deepest value (a
+#: gradient's ``values`` of a tensor with many dimensions) stays far below, and a deeper
+#: one could be read but not checked or written back (both recurse once per level).
+MAX_NESTING = 100
+
+
+def _check_nesting(data: Any) -> None:
+    """Refuse a document nested deeper than `MAX_NESTING`, naming the path to the first value that is (no recursion)."""
+    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise _Misfit(path, f"nested deeper than {MAX_NESTING} levels")
+        if isinstance(value, dict):
+            stack.extend((item, f"{path}.{name}" if path else str(name), depth + 1) for name, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value))
 
 
 def _graph_of(data: Any) -> nx.MultiDiGraph:
@@ -162,6 +186,8 @@ def _graph_of(data: Any) -> nx.MultiDiGraph:
             raise _Misfit(f"{path}.id", f"the id {node!r} is already the id of another node")
         if "kind" not in record:
             raise _Misfit(f"{path}.kind", "missing")
+        if record["kind"] == "root" and "root" not in record:
+            raise _Misfit(f"{path}.root", "missing (a root node names its root)")
         attributes = {name: value for name, value in record.items() if name != "id"}
         _check_fields(attributes, _NODE_FIELDS, path)
         graph.add_node(node, **attributes)
@@ -340,6 +366,16 @@ _GRAPH_FIELDS: dict[str, Any] = {
 
 
 def read_json(path: str | os.PathLike[str]) -> nx.MultiDiGraph:
-    """Read a graph from a file written by `write_json`."""
-    with open(path, encoding="utf-8") as file:
-        return from_json(file.read())
+    """Read a graph from a file written by `write_json`.
+
+    Raises:
+        GraphFormatError: the file is not UTF-8, not JSON, or not a graph
+            (see `from_json`); the message names the file and the place.
+    """
+    with open(path, "rb") as file:
+        data = file.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise GraphFormatError(f"{os.fspath(path)}: not UTF-8 text: byte {error.start} ({error.reason})") from None
+    return from_json(text)

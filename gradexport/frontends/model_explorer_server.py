@@ -16,13 +16,20 @@ so the node data panel colours the graph at once.
 does itself in Colab, and as an inline frame on the local server in Jupyter.
 
 Nothing leaves the machine: the web app is served from the installed
-package, and gradexport switches off the server's check for a newer Model
-Explorer release, which would ask the package index and GitHub. (The page
-names a web font that the browser may try to fetch; it falls back to a local
-font, and the graph's labels come with the package.)
+package, gradexport switches off the server's check for a newer Model
+Explorer release (which would ask the package index and GitHub), and the
+page is served without the web fonts it names (the browser draws with a
+local font) and with a Content-Security-Policy that lets it load nothing but
+from its own server.
 
-The server reads any file the page asks for, as Model Explorer's server
-does: keep it on ``127.0.0.1``.
+Only the graph can be read. Model Explorer's own server answers
+``/api/v1/read_text_file?path=...`` with any file the user can read, and
+any ``Host``, so that a page on another site whose name is re-pointed at
+127.0.0.1 (DNS rebinding) could read the user's files. gradexport's server
+(`_Guard`, installed in Model Explorer's Flask app) refuses, with 403, a
+request whose ``Host`` is not the server's own address, and
+``read_text_file`` of any file but the graphs it serves; it refuses uploads
+and adapter commands (``send_command``), which gradexport's graphs never need.
 
 Examples:
     >>> from gradexport.frontends.model_explorer_server import free_port
@@ -51,6 +58,7 @@ from urllib.parse import quote, unquote
 import networkx as nx
 
 from ..api.diff import Diffable, diff, load_graph
+from ..core import temporaries
 from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
@@ -71,6 +79,19 @@ _UNSAFE_IN_QUERY = re.compile(r"[&#%+?;]")
 
 #: Model Explorer's answer to its version check when there is nothing to report.
 _NO_NEW_VERSION = {"version": "", "runningVersion": "", "releaseUrl": "", "desktopAppUrl": ""}
+
+
+def _temporary_folder() -> str:
+    """A new temporary folder, removed by the command line's SIGINT and SIGTERM handler too."""
+    with temporaries.lock():
+        folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+        temporaries.track(folder, folder=True)
+    return folder
+
+
+def _remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    temporaries.untrack(folder)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -100,6 +121,87 @@ def _offline(model_explorer: Any) -> None:
         for name in ("no_proxy", "NO_PROXY"):
             entries = [entry for entry in os.environ.get(name, "").split(",") if entry]
             os.environ[name] = ",".join(entries + [host for host in ("127.0.0.1", "localhost") if host not in entries])
+
+
+#: The routes of Model Explorer's server that read or run what the request names; the graphs gradexport serves need none.
+_REFUSED_ROUTES = ("/apipost/v1/upload", "/api/v1/send_command", "/apipost/v1/send_command", "/apipost/v1/update_config")
+#: The routes that name a file in their ``path``: let through for the graphs only.
+_FILE_ROUTES = ("/api/v1/read_text_file", "/api/v1/notify_user_provided_model_path")
+# The @font-face rules and preconnect links of the web app's page that name a font on the internet.
+_WEB_FONT = re.compile(r"@font-face\s*\{[^}]*https?://[^}]*\}|<link[^>]*https?://[^>]*>", re.IGNORECASE)
+#: The page may load from its own server only ('unsafe-inline'/'unsafe-eval': the web app's own inline styles and its wasm).
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; connect-src 'self'; font-src 'self' data:; "
+    "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'self' http://127.0.0.1:* http://localhost:*"
+)
+
+
+class _Guard:
+    """What one server lets through: its own ``Host``, ``read_text_file`` of its graphs, the page without web fonts."""
+
+    _current = threading.local()
+
+    def __init__(self, host: str, port: int, graphs: list[str]):
+        names = {host, "127.0.0.1", "localhost", "[::1]"} if host in ("127.0.0.1", "localhost", "::1") else {host}
+        self.hosts = {f"{name}:{port}" for name in names}
+        self.graphs = set(graphs)
+
+    def check(self) -> Any:
+        import flask
+
+        request = flask.request
+        if request.host not in self.hosts:
+            return flask.Response(f"gradexport: refused: Host {request.host!r} is not this server's address\n", 403)
+        if request.path in _REFUSED_ROUTES:
+            return flask.Response("gradexport: refused: this server serves only its graphs\n", 403)
+        if request.path in _FILE_ROUTES and request.args.get("path") not in self.graphs:
+            return flask.Response("gradexport: refused: only the graphs this server was started with can be read\n", 403)
+        if request.path in ("/", "/index.html"):
+            page = model_explorer_package().server.OSS_WEB_APP_DIR
+            text = _WEB_FONT.sub("", (Path(page) / "index.html").read_text(encoding="utf-8"))
+            return flask.Response(text, 200, mimetype="text/html")
+        return None
+
+    @staticmethod
+    def headers(response: Any) -> Any:
+        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        return response
+
+
+def _install_guard(model_explorer: Any) -> None:
+    """Make Model Explorer's server build its Flask app with `_Guard` checks, for the servers gradexport starts.
+
+    ``model_explorer.server.start`` builds ``flask.Flask(__name__)`` in the
+    thread that calls it: that thread's `_Guard` (if any) is installed in it.
+    """
+    server = model_explorer.server
+    if getattr(server.flask, "_gradexport_guarded", False):
+        return
+    import types
+
+    import flask
+
+    class GuardedFlask(flask.Flask):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            guard = getattr(_Guard._current, "guard", None)
+            if guard is not None:
+                self.before_request(guard.check)
+                self.after_request(guard.headers)
+
+    guarded = types.ModuleType("flask")
+    guarded.__dict__.update(flask.__dict__)
+    guarded.Flask = GuardedFlask  # type: ignore[attr-defined]
+    guarded._gradexport_guarded = True  # type: ignore[attr-defined]
+    server.flask = guarded
+
+
+def _visualize_guarded(model_explorer: Any, guard: _Guard, arguments: Mapping[str, Any]) -> None:
+    _Guard._current.guard = guard
+    try:
+        model_explorer.visualize_from_config(**arguments)
+    finally:
+        _Guard._current.guard = None
 
 
 def _answers(url: str) -> bool:
@@ -170,11 +272,11 @@ def serve_model_explorer(
             raise ArgumentValueError(f"Model Explorer reads graphs from files ending in .json (as {EXTENSION}), not {path.name!r}")
         if _UNSAFE_IN_QUERY.search(str(path)):
             # The page asks the server for the file with its path in a query string, unescaped.
-            folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+            folder = _temporary_folder()
             (Path(folder) / f"graph{EXTENSION}").symlink_to(path)
             path = Path(folder) / f"graph{EXTENSION}"
     else:
-        folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+        folder = _temporary_folder()
         path = Path(folder) / f"graph{EXTENSION}"
         with gc_paused():
             write_model_explorer(graph, path, options, label=label)
@@ -200,21 +302,23 @@ def _serve(
 ) -> str:
     """Serve ``config`` as `serve_model_explorer` documents it; ``folder`` is removed when the server stops."""
     _offline(model_explorer)
+    _install_guard(model_explorer)
+    guard = _Guard(host, port, [source["url"] for source in config.model_sources])
     url = f"http://{host}:{port}/?data={config.to_url_param_value()}"
     arguments = dict(visualize, config=config, host=host, port=port, no_open_in_browser=not open_browser)
     if block and not _in_colab():
         try:
-            model_explorer.visualize_from_config(**arguments)
+            _visualize_guarded(model_explorer, guard, arguments)
         finally:
             if folder is not None:
-                shutil.rmtree(folder, ignore_errors=True)
+                _remove(folder)
         return url
     if folder is not None:  # the server reads it for as long as the process lives
-        atexit.register(shutil.rmtree, folder, True)
+        atexit.register(_remove, folder)
     if block:  # Colab: Model Explorer serves in the background and embeds its page in the cell
         model_explorer.visualize_from_config(**arguments)
         return url
-    threading.Thread(target=model_explorer.visualize_from_config, kwargs=arguments, daemon=True).start()
+    threading.Thread(target=_visualize_guarded, args=(model_explorer, guard, arguments), daemon=True).start()
     deadline = time.monotonic() + START_TIMEOUT_S
     while not _answers(f"http://{host}:{port}/check_health"):
         if time.monotonic() > deadline:
@@ -282,7 +386,7 @@ def serve_model_explorer_diff(
     graph_a, graph_b = load_graph(a, "a"), load_graph(b, "b")
     port = _port(host, port)
     panes = diff_panes(diff(graph_a, graph_b) if merged is None else merged, graph_a, graph_b)
-    folder = tempfile.mkdtemp(prefix="gradexport-model-explorer-")
+    folder = _temporary_folder()
     config = _split_view_config(model_explorer, sync)
     try:
         for pane, label, graph_id in zip(panes, labels, DIFF_GRAPH_IDS):
@@ -294,7 +398,7 @@ def serve_model_explorer_diff(
             for name, data in node_data_for(pane, graph_id=graph_id).items():
                 config.add_node_data(f"{name} ({label})", data, model_name=label)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
         raise
     return _serve(model_explorer, config, folder, host, port, open_browser, block, visualize)
 

@@ -14,7 +14,11 @@ model as ``module=``, as the node attribute ``module``.
 Where attribution is impossible, nodes carry no ``module``: nodes created
 outside every module (a loss computed after the model), nodes created inside a
 module but not on a path to its outputs (a tensor stashed on ``self``), and
-forward passes run before the capture or on another thread. A ``torch.compile``
+forward passes run before the capture began or after it ended. A forward run
+on another thread *while* a capture is active is attributed like one on the
+capturing thread: the hooks are global and each thread keeps its own call
+stack (torch's sequence numbers are per thread too), so two threads running
+forwards at once each tag their own nodes. A ``torch.compile``
 region is one opaque node (``CompiledFunctionBackward``) and gets the module
 that called it: the compiled module (``torch.compile(model)`` gives
 ``model``'s own path, ``""``). The hooks stay out of what Dynamo traces, so a

@@ -11,7 +11,9 @@ Names must be distinct: when two roots would get the same name (keys ``1``
 and ``"1"``, or ``{"a.b": y, "a": {"b": z}}``), `collect_roots` refuses
 them with a `RootError` naming both places, rather than inventing a
 name the caller would not recognise. A collection that contains itself
-(``l = [y]; l.append(l)``) is refused too.
+(``l = [y]; l.append(l)``) is refused too, and so are collections with more
+than `MAX_ROOT_ITEMS` items in all (``range(10**18)``), before any is read:
+their ``len()`` is checked first.
 
 Examples:
     >>> import torch
@@ -32,7 +34,11 @@ from torch.autograd.graph import GradientEdge, Node
 from ..core.errors import RootError
 from .tensors import type_name
 
-__all__ = ["Root", "RootError", "Roots", "collect_roots", "described_type"]
+__all__ = ["MAX_ROOT_ITEMS", "Root", "RootError", "Roots", "collect_roots", "described_type"]
+
+#: The most items the root collections may hold in all (every level counted): a
+#: larger one (``range(10**18)`` took 15 s to exhaust 3 GiB) is refused before it is read.
+MAX_ROOT_ITEMS = 1_000_000
 
 #: What the public functions accept as roots.
 Roots = torch.Tensor | Node | GradientEdge | Sequence[Any] | Mapping[Any, Any]
@@ -93,6 +99,7 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
     # An explicit stack rather than recursion keeps arbitrarily nested outputs safe;
     # a None entry closes the collection whose id() it carries.
     pending: list[tuple[str, str, Any] | tuple[None, None, int]] = [("output", "", roots)]
+    budget = MAX_ROOT_ITEMS  # items the collections may still hold
     while pending:
         path, place, value = pending.pop()
         if path is None or place is None:
@@ -107,10 +114,9 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
             places[path] = place
             found.append(_root_of(path, value, caller))
             continue
-        if isinstance(value, Mapping):
-            items = [(key, item) for key, item in value.items()]
-        elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-            items = list(enumerate(value))
+        if isinstance(value, Mapping) or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+            budget -= _size(value, path, budget, caller)
+            items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
         else:
             raise RootError(
                 f"{caller}: root {path!r} is {described_type(value)}, not a tensor, grad_fn Node "
@@ -131,6 +137,21 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
         prefix = "" if path == "output" else path + "."
         pending.extend((prefix + str(key), f"{place}[{key!r}]", item) for key, item in reversed(items))
     return found
+
+
+def _size(collection: Sequence[Any] | Mapping[Any, Any], path: str, budget: int, caller: str) -> int:
+    """``len(collection)``, or a `RootError` when it exceeds what is left of `MAX_ROOT_ITEMS`."""
+    try:
+        size = len(collection)
+        shown = f"{size:,} items"
+    except OverflowError:  # len() over sys.maxsize (range(10**30))
+        size, shown = budget + 1, "more items than len() can count"
+    if size > budget:
+        raise RootError(
+            f"{caller}: root {path!r} is {described_type(collection)} of {shown}; the root collections may hold "
+            f"{MAX_ROOT_ITEMS:,} items in all: pass the tensors whose graph you want"
+        )
+    return size
 
 
 def _root_of(path: str, value: torch.Tensor | Node | GradientEdge, caller: str) -> Root:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,7 @@ from ...core.errors import ModelExplorerNotInstalledError
 from ...core.options import DiagramOptions
 from ...core.source import GraphSource, adjacency, graph_attributes
 from ..files import TextOutput, text_output
-from ..labels import element_id, node_class, printable
+from ..labels import MAX_LINE_CHARS, element_id, node_class, printable, shorten
 from ..styles import STYLES
 
 if TYPE_CHECKING:
@@ -53,7 +54,17 @@ def _text(value: Any) -> str:
     return _VALUE_ENCODER.encode(value)
 
 def _namespace(module_path: str) -> str:
-    return module_path.replace(".", "/")
+    """Model Explorer's layer path of a module: ``block/0``; a name part too long to draw is cut, with a digest to keep it apart."""
+    return "/".join(_layer_name(part) for part in module_path.split(".")) if module_path else ""
+
+
+def _layer_name(part: str) -> str:
+    if len(part) <= MAX_LINE_CHARS:
+        return part
+    text = printable(part)
+    # Model Explorer draws a layer's name whole: 20,000 characters drew nothing, 100,000 hung the page.
+    digest = hashlib.blake2b(part.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return text[: MAX_LINE_CHARS - len(digest) - 2] + "…~" + digest
 
 def _label(node: Any, attributes: Mapping[str, Any]) -> str:
     kind = attributes.get("kind")
@@ -67,7 +78,7 @@ def _label(node: Any, attributes: Mapping[str, Any]) -> str:
         label = str(attributes.get("module", "")).rpartition(".")[2] or "(model)"
     else:
         label = attributes.get("op", node)
-    return printable(str(label))
+    return shorten(printable(str(label)))  # the whole name stays in the node's attributes
 
 def node_namespace(attributes: Mapping[str, Any]) -> str:
     path = attributes.get("module")

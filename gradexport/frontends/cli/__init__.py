@@ -38,6 +38,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from ...core.temporaries import handled
 from . import check, diff, export, view
 from .running import split_result
 
@@ -51,7 +52,8 @@ COMMANDS: dict[str, ModuleType] = {"view": view, "check": check, "diff": diff}
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in COMMANDS:
-        return int(COMMANDS[argv[0]].main(argv[1:]))
-    listing = "\n".join(f"  gradexport {name:<6} {module.SUMMARY}" for name, module in COMMANDS.items())
-    return export.main(argv, commands=f"commands (gradexport COMMAND --help for each):\n{listing}")
+    with handled():  # SIGINT and SIGTERM: temporaries removed, one line, exit 130 or 143
+        if argv and argv[0] in COMMANDS:
+            return int(COMMANDS[argv[0]].main(argv[1:]))
+        listing = "\n".join(f"  gradexport {name:<6} {module.SUMMARY}" for name, module in COMMANDS.items())
+        return export.main(argv, commands=f"commands (gradexport COMMAND --help for each):\n{listing}")

@@ -74,7 +74,7 @@ export class Graph {
   attributes(i) {
     const record = this.records[i];
     const schema = this.schemas[record[0]];
-    const out = {};
+    const out = Object.create(null); // an attribute named "__proto__" is an attribute, not the prototype
     schema.keys.forEach((key, j) => {
       out[key] = schema.interned[j] ? this.strings[record[j + 1]] : record[j + 1];
     });
@@ -130,7 +130,9 @@ export class Folds {
     this.parent = new Int32Array(n).fill(-1);
     this.groups = [];
     this.byId = new Map();
-    this.classes = (graph.data.graph && graph.data.graph.module_classes) || {};
+    // A Map, so that a module named "constructor" or "__proto__" is looked up as data, never on Object.prototype.
+    const classes = (graph.data.graph && graph.data.graph.module_classes) || {};
+    this.classes = new Map(Object.entries(classes).filter(([, cls]) => typeof cls === "string"));
     const top = this.addGroup({ id: "", kind: "top", parent: -1, label: [] });
     const moduleGroups = new Map();
     const moduleOf = (path) => {
@@ -138,7 +140,7 @@ export class Folds {
       if (group !== undefined) return group;
       const above = parentPath(path);
       const parent = above === null ? top : moduleOf(above);
-      const cls = this.classes[path];
+      const cls = this.classes.get(path);
       const name = path === "" ? "(model)" : path;
       group = this.addGroup({
         id: "module:" + path,

@@ -1,0 +1,156 @@
+"""Temporary files and folders, removed when the command line is stopped by SIGINT or SIGTERM.
+
+`gradexport.formats.files` tracks each temporary file it writes, the
+Model Explorer server its temporary folder. On the command line the work
+(the user's function, backward, the export, the server) runs on a worker
+thread (`gradexport.tracing.stack.run_with_large_stack`) and a signal
+reaches the main thread, which only waits. Raising ``KeyboardInterrupt``
+there and returning would let the interpreter shut down under a worker still
+inside torch's C++ backward, and torch aborts the process ("terminate called
+without an active exception", SIGABRT: 3 of 3 interrupts during ``check``'s
+backward), leaving the worker's temporaries behind. So `stop`, the
+handler, removes every tracked path (`remove_all`), prints one line,
+flushes and ends the process with ``os._exit``: status 130 for SIGINT, 143
+for SIGTERM. `handled` installs it around a command; `guard_startup`
+installs it while ``import gradexport`` is still importing torch, when the
+process is the ``gradexport`` command or ``python -m gradexport`` (a
+library user's program keeps its own handlers).
+
+Examples:
+    >>> import os, signal, tempfile
+    >>> path = tempfile.mkdtemp()
+    >>> track(path, folder=True)
+    >>> remove_all() >= 1, os.path.exists(path)
+    (True, False)
+    >>> with handled():
+    ...     signal.getsignal(signal.SIGTERM) is stop
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import FrameType
+from typing import Any
+
+__all__ = ["EXIT_STATUS", "guard_startup", "handled", "lock", "remove_all", "stop", "track", "untrack"]
+
+# Reentrant: the handler runs on the main thread, which may hold it (a write on the main thread).
+_lock = threading.RLock()
+_tracked: dict[str, bool] = {}  # path -> is a folder
+
+
+def lock() -> Any:
+    """The lock to hold while creating a temporary and tracking it, so that no handler runs between the two."""
+    return _lock
+
+
+def track(path: str | os.PathLike[str], *, folder: bool = False) -> None:
+    """Remember ``path`` (a file, or a folder with ``folder=True``) until `untrack`.
+
+    Blocks for good once `remove_all` ran with ``keep_locked``.
+    """
+    with _lock:
+        _tracked[os.fspath(path)] = folder
+
+
+def untrack(path: str | os.PathLike[str]) -> None:
+    """Forget ``path`` (it was published, renamed or removed)."""
+    with _lock:
+        _tracked.pop(os.fspath(path), None)
+
+
+def remove_all(*, keep_locked: bool = False) -> int:
+    """Remove every tracked path now and return how many there were.
+
+    With ``keep_locked`` (a handler about to end the process) the lock is
+    never released, so that no other thread can start a temporary between
+    this and the process's exit.
+    """
+    _lock.acquire()
+    count = 0
+    for path, folder in list(_tracked.items()):
+        count += 1
+        try:
+            if folder:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+    _tracked.clear()
+    if not keep_locked:
+        _lock.release()
+    return count
+
+
+#: The exit status and the one line of each handled signal (128 + its number, as a shell reports it).
+EXIT_STATUS: dict[int, tuple[int, str]] = {
+    signal.SIGINT: (130, "interrupted"),
+    signal.SIGTERM: (128 + signal.SIGTERM, "terminated"),
+}
+
+
+def stop(signum: int, frame: FrameType | None = None) -> None:
+    """The handler: remove the temporaries, print ``gradexport: error: interrupted`` (or ``terminated``), exit."""
+    status, word = EXIT_STATUS.get(signum, (128 + signum, "stopped by a signal"))
+    remove_all(keep_locked=True)
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError, AttributeError):  # closed or replaced by the user's code
+            stream.flush()
+    with suppress(OSError):
+        os.write(2, f"gradexport: error: {word}\n".encode())
+    os._exit(status)
+
+
+def _install() -> dict[int, Any]:
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for signum in EXIT_STATUS:
+        current = signal.getsignal(signum)
+        if current is signal.SIG_IGN:  # nohup, or a background job's SIGINT: leave it ignored
+            continue
+        previous[signum] = current
+        signal.signal(signum, stop)
+    return previous
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """Handle SIGINT and SIGTERM with `stop` inside the block (on the main thread; elsewhere nothing changes)."""
+    previous = _install()
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def guard_startup() -> None:
+    """Install `stop` for the rest of the process when this process is the ``gradexport`` command.
+
+    Called first thing by ``import gradexport``; a library user's process
+    (any other program name) is left alone.
+    """
+    main = sys.modules.get("__main__")
+    program = os.path.basename(getattr(main, "__file__", None) or "")
+    if program in ("gradexport", "gradexport.exe", "gradexport-script.py") or _running_module() == "gradexport":
+        _install()
+
+
+def _running_module() -> str | None:
+    """The module ``python -m`` is running, while runpy imports its package."""
+    if sys.argv[:1] != ["-m"]:
+        return None
+    original = getattr(sys, "orig_argv", [])
+    for index, word in enumerate(original[:-1]):
+        if word == "-m":
+            return str(original[index + 1])
+    return None

@@ -1,0 +1,125 @@
+"""Ctrl-C (SIGINT) and SIGTERM sent to a real ``gradexport`` process: exit 130 (143), one line, no temporaries left.
+
+Each test starts the command line as a subprocess, waits until it is where
+the signal should land (torch still importing, backward running inside
+torch's engine, a file being written, the Model Explorer server serving) and
+sends the signal with ``os.kill``, as a terminal's Ctrl-C or ``kill`` would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+SLOW_BACKWARD = '''
+import sys
+import time
+import torch
+
+class Slow(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        print("in backward", flush=True)
+        time.sleep(60)
+        return grad * 2
+
+def slow_backward():
+    x = torch.ones(3, requires_grad=True)
+    return Slow.apply(x).sum(), {"x": x}
+
+def quick():
+    x = torch.ones(3, requires_grad=True)
+    return (x * 2).sum(), {"x": x}
+'''
+
+
+def start(tmp_path: Path, *arguments: str, **environment: str) -> subprocess.Popen[str]:
+    (tmp_path / "target.py").write_text(SLOW_BACKWARD, encoding="utf-8")
+    return subprocess.Popen(
+        [sys.executable, "-m", "gradexport", *arguments],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), **environment},
+    )
+
+
+def wait_for(predicate, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "the process never got there"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(("signum", "status", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_during_checks_backward_is_one_line_not_an_abort(tmp_path, signum, status, word):
+    process = start(tmp_path, "check", "target.py:slow_backward")
+    assert process.stdout.readline() == "in backward\n"  # inside torch's engine, on the worker thread
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (status, f"gradexport: error: {word}\n")
+    assert "terminate called" not in err
+
+
+def test_ctrl_c_while_torch_imports_is_one_line_and_130(tmp_path):
+    process = start(tmp_path, "target.py:quick", "-f", "json", "-o", "out", PYTHONPROFILEIMPORTTIME="1")
+    # -X importtime writes a line per module imported: wait for torch's first, then interrupt mid-import.
+    line = ""
+    while "torch" not in line:
+        line = process.stderr.readline()
+        assert line, "the process ended before importing torch"
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if not line.startswith("import time:")]
+    assert (process.returncode, lines) == (130, ["gradexport: error: interrupted"])
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_while_files_are_written_leaves_no_temporary(tmp_path, signum, status):
+    marker = tmp_path / "dot-started"
+    fake_dot = tmp_path / "slow-dot"
+    fake_dot.write_text(f"#!/bin/sh\necho $$ > {marker}\nexec sleep 60\n", encoding="utf-8")
+    fake_dot.chmod(0o755)
+    process = start(tmp_path, "target.py:quick", "-f", "dot,json,svg", "-o", "out", GRADEXPORT_DOT=str(fake_dot))
+    try:
+        wait_for(lambda: marker.exists() and marker.read_text().strip())
+        out_folder = tmp_path / "out"
+        assert any(".gradexport-" in path.name for path in out_folder.iterdir())  # the write is under way
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if marker.exists():
+            os.kill(int(marker.read_text()), signal.SIGKILL)
+    assert process.returncode == status
+    assert err.splitlines() == [f"gradexport: error: {'interrupted' if status == 130 else 'terminated'}"]
+    assert sorted(path.name for path in out_folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["view", "diff"])
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_model_explorers_temporary_folder_is_removed_on_a_signal(tmp_path, command, signum, status):
+    pytest.importorskip("model_explorer")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    arguments = ["target.py:quick"] if command == "view" else ["target.py:quick", "target.py:quick"]
+    process = start(tmp_path, command, *arguments, "--model-explorer", "--no-open", TMPDIR=str(temporary))
+    wait_for(lambda: any(temporary.glob("gradexport-model-explorer-*/*.json")))
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == status
+    assert err.splitlines()[-1] == f"gradexport: error: {'interrupted' if status == 130 else 'terminated'}"
+    assert list(temporary.iterdir()) == []
