@@ -44,6 +44,7 @@ from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOpti
 from .formats import from_json
 from .frontends.notebook import GraphView, show
 from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
+from .tracing.lines import capture_source
 from .tracing.modules import capture_modules
 from .tracing.roots import Root, collect_roots
 from .tracing.stack import run_with_large_stack
@@ -88,6 +89,7 @@ __all__ = [
     "TraceOptions",
     "ViewerTooLargeError",
     "capture_modules",
+    "capture_source",
     "collapse",
     "collect_roots",
     "describe_diff",
