@@ -48,6 +48,7 @@ from .tracing.lines import capture_source
 from .tracing.modules import capture_modules
 from .tracing.roots import Root, collect_roots
 from .tracing.stack import run_with_large_stack
+from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
     "KINDS",
@@ -87,6 +88,8 @@ __all__ = [
     "StartGradientError",
     "StreamConsumedError",
     "TraceOptions",
+    "Unreached",
+    "UnreachedReport",
     "ViewerTooLargeError",
     "capture_modules",
     "capture_source",
@@ -112,5 +115,6 @@ __all__ = [
     "to_networkx",
     "to_pydot",
     "to_svg",
+    "unreached",
     "write",
 ]

@@ -51,7 +51,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.autograd.graph import Node
@@ -59,7 +59,7 @@ from torch.overrides import TorchFunctionMode
 
 from ._torch import function_codes, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
 
-__all__ = ["SOURCE_KEY", "capture_source", "source_attributes", "source_of"]
+__all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
 
 #: Key in ``Node.metadata`` under which the creating frame(s) are kept:
 #: a tuple of ``(code, line)`` pairs, innermost first (one pair without ``stack=True``).
@@ -73,6 +73,29 @@ _INTERNAL_ROOTS = (
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
 )
 _internal_code: dict[CodeType, bool] = {}
+
+class Cut(NamedTuple):
+    """A call inside `capture_source` whose tensor inputs needed a gradient and whose result needs none.
+
+    Kept for `gradexport.unreached`, which the graph alone cannot tell why a
+    parameter is cut off: ``kind`` is ``"no_grad"`` (the call ran under
+    ``torch.no_grad()``), ``"detached"`` (``detach``) or
+    ``"non_differentiable"`` (an integer or boolean result: a cast,
+    ``argmax``, a comparison; or an op torch does not differentiate).
+    """
+
+    kind: str
+    op: str
+    where: _Where
+    #: The ``grad_fn`` of each input that has one.
+    inputs: tuple[Node, ...]
+    #: ``id`` of each leaf input that requires grad (a parameter cut at once).
+    leaves: frozenset[int]
+
+
+#: The cuts of the latest outermost `capture_source` block (their inputs' nodes are held until the next one).
+CUTS: list[Cut] = []
+_depth = [0]
 
 #: Whether `capture_source` was ever entered in this process: until then the
 #: graph walk does not read any node's metadata for a location.
@@ -143,7 +166,31 @@ class _SourceMode(TorchFunctionMode):
             where = self.where(frame)
             if where:
                 self.tag_outputs(result, start, where)
+        elif isinstance(result, torch.Tensor) and not result.requires_grad:
+            self.note_cut(func, frame, args)
         return result
+
+    def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
+        """Keep a call that took tensors needing a gradient and made one that needs none."""
+        needing = [value for value in _tensors(args) if value.requires_grad]
+        if not needing:
+            return
+        name = getattr(func, "__name__", str(func))
+        if not torch.is_grad_enabled():
+            kind = "no_grad"
+        elif name in ("detach", "detach_"):
+            kind = "detached"
+        else:
+            kind = "non_differentiable"
+        CUTS.append(
+            Cut(
+                kind,
+                name,
+                self.where(frame),
+                tuple(value.grad_fn for value in needing if value.grad_fn is not None),
+                frozenset(id(value) for value in needing if value.grad_fn is None),
+            )
+        )
 
     def note_gap(self, start: int, frame: FrameType, args: Any) -> None:
         """Nodes were made since the previous call by no torch function: keep every user frame running now."""
@@ -231,8 +278,14 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     """
     global USED
     USED = True
-    with _SourceMode(stack):
-        yield
+    if not _depth[0]:
+        CUTS.clear()
+    _depth[0] += 1
+    try:
+        with _SourceMode(stack):
+            yield
+    finally:
+        _depth[0] -= 1
 
 
 def source_of(node: Node) -> _Where:

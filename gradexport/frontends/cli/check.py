@@ -15,11 +15,16 @@ SUMMARY = "run backward on TARGET's roots; exit 1 saying where a NaN or infinity
 
 DESCRIPTION = (
     "Run backward on a function's roots, watching every node: exit 0 with one line when every gradient is\n"
-    "finite, exit 1 with a report of where the first NaN or infinity started otherwise."
+    "finite, exit 1 with a report of where the first NaN or infinity started otherwise.\n"
+    "With --unused: exit 1 naming every trainable parameter the roots do not reach, with its reason\n"
+    "(gradexport.unreached), 0 with one line when every one is reached."
 )
 
 def main(argv: Sequence[str]) -> int:
     parser = subparser("check", DESCRIPTION)
+    parser.add_argument(
+        "--unused", action="store_true", help="name the trainable parameters that get no gradient, and why (no backward is run)"
+    )
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
@@ -30,6 +35,8 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     from ...backward.nonfinite import check_command
 
     location, name = args.target
+    if args.unused:
+        return _unused_work(args, bar)
     roots, params, module = call_target(args.target, bar)
     try:
         status, text = check_command(roots, params=params, module=module)
@@ -38,3 +45,14 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     except RuntimeError as error:  # backward itself failed (a graph freed already, say)
         raise Failure(f"backward through {location}:{name}() raised {one_line(error)}") from None
     return status, [text]
+
+
+def _unused_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
+    from ...tracing.unreached import unreached
+
+    roots, params, module = call_target(args.target, bar, lines=True)
+    try:
+        report = unreached(roots, module=module, params=params)
+    except RootError as error:
+        raise no_graph(args.target, error) from error
+    return (1 if report.unreached else 0), [report.to_text()]
