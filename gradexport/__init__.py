@@ -12,6 +12,7 @@ from .analysis.diff import describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .api.diff import diff
+from .api.distributed import compare_ranks
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
@@ -95,6 +96,7 @@ __all__ = [
     "capture_source",
     "collapse",
     "collect_roots",
+    "compare_ranks",
     "describe_diff",
     "diff",
     "find_nonfinite",
