@@ -18,6 +18,7 @@ from .analysis.diff import DiffSummary, describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .api.diff import diff
+from .api.distributed import compare_ranks
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
@@ -51,9 +52,11 @@ from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOpti
 from .formats import from_json
 from .frontends.notebook import GraphView, show
 from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
+from .tracing.lines import capture_source
 from .tracing.modules import capture_modules
 from .tracing.roots import Root, collect_roots
 from .tracing.stack import run_with_large_stack
+from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
     "KINDS",
@@ -95,10 +98,14 @@ __all__ = [
     "StartGradientError",
     "StreamConsumedError",
     "TraceOptions",
+    "Unreached",
+    "UnreachedReport",
     "ViewerTooLargeError",
     "capture_modules",
+    "capture_source",
     "collapse",
     "collect_roots",
+    "compare_ranks",
     "describe_diff",
     "diff",
     "find_nonfinite",
@@ -119,5 +126,6 @@ __all__ = [
     "to_networkx",
     "to_pydot",
     "to_svg",
+    "unreached",
     "write",
 ]

@@ -196,10 +196,51 @@ def test_tensor_leaves_flattens_model_outputs() -> None:
     assert [leaf.shape[0] for leaf in leaves] == [1, 2, 3], changed("torch.utils._pytree.tree_leaves", "order or coverage")
 
 
+def test_function_codes_names_a_custom_functions_forward() -> None:
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: torch.autograd.function.FunctionCtx, x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+
+        @staticmethod
+        def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> torch.Tensor:
+            return grad * 2
+
+    node = Twice.apply(torch.ones(1, requires_grad=True)).grad_fn
+    assert _torch.function_codes(type(node)) == {Twice.forward.__code__}, changed("BackwardCFunction._forward_cls", "the Function class")
+    assert _torch.function_codes(type((torch.ones(1, requires_grad=True) * 2).grad_fn)) == frozenset()
+
+
+def test_is_dynamo_code_knows_a_compiled_functions_code() -> None:
+    seen: list[object] = []
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        return x.sin()
+
+    def spy(gm: torch.fx.GraphModule, example_inputs: object) -> object:
+        return gm.forward
+
+    import sys
+
+    def tracer(frame: object, event: str, arg: object) -> None:
+        if event == "call" and getattr(frame, "f_code", None) is not None and frame.f_code.co_name == "body":  # type: ignore[attr-defined]
+            seen.append(frame.f_code)  # type: ignore[attr-defined]
+
+    compiled = torch.compile(body, backend=spy)
+    sys.setprofile(tracer)
+    try:
+        compiled(torch.ones(2))
+    finally:
+        sys.setprofile(None)
+    assert any(_torch.is_dynamo_code(code) for code in seen), changed("torch._dynamo.utils.orig_code_map", "its keys")
+    assert not _torch.is_dynamo_code(body.__code__)
+
+
 #: Names of torch's private API that only gradexport/tracing/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
 PRIVATE_NAMES = {
     "_sequence_nr", "_get_sequence_nr", "_input_metadata", "_make_grads", "_backward_hooks", "hooks_dict_ref",
     "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict",
+    "_forward_cls", "orig_code_map",
 }
 
 

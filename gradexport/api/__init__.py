@@ -5,7 +5,9 @@
 - `gradexport.api.export`: `gradexport.write` and the ``to_*`` functions:
   trace once, fold as asked, write each format;
 - `gradexport.api.diff`: `gradexport.diff`, which reads JSON files and
-  traces roots before comparing.
+  traces roots before comparing;
+- `gradexport.api.distributed`: `gradexport.compare_ranks`, which diffs
+  the ranks' graphs of a ``torch.distributed`` job.
 
 May import: core, tracing, backward, analysis, formats.
 """

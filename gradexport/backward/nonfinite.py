@@ -123,6 +123,10 @@ class NonfiniteOrigin:
             non-finite gradient (a leaf's graph id when it has no name).
         traceback: The forward stack trace that created the node, when the
             forward ran under ``torch.autograd.set_detect_anomaly(True)``, else ``None``.
+        source: The line of the forward that created the node, ``"PATH:LINE"``,
+            when the forward ran inside `gradexport.capture_source` (no
+            anomaly mode needed), else ``None``.
+        source_code: That line's code, stripped, else ``None``.
     """
 
     node: str
@@ -133,6 +137,8 @@ class NonfiniteOrigin:
     gradients: tuple[NonfiniteGradient, ...]
     parameters: tuple[str, ...]
     traceback: str | None
+    source: str | None = None
+    source_code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -309,6 +315,8 @@ def _find(
                 gradients=gradients,
                 parameters=_parameters(graph, gradients),
                 traceback=_traceback(nodes[node_id]),
+                source=graph.nodes[node_id].get("source"),
+                source_code=graph.nodes[node_id].get("source_code"),
             )
             for node_id, cause, gradients in origins
         ),
@@ -498,8 +506,12 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
             lines.append(f"{indent}  in[{gradient.slot}]  {gradient.describe()}")
     if origin.parameters:
         lines.append(f"{indent}reaches the parameters: {', '.join(origin.parameters)}")
+    if origin.source is not None:
+        lines.append(f"{indent}made at {origin.source}: {origin.source_code or ''}")
     if traceback:
-        if origin.traceback is None:
+        if origin.traceback is None and origin.source is not None:
+            pass  # the line above says where, without anomaly mode
+        elif origin.traceback is None:
             lines.append(
                 f"{indent}forward traceback: not recorded; run the forward under torch.autograd.set_detect_anomaly(True)"
             )

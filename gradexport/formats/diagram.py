@@ -59,7 +59,9 @@ class DiagramNode(NamedTuple):
     """A node as every writer draws it, with its out-edges.
 
     ``group`` is the module path whose box it sits in; ``edges`` are
-    ``(target id, look)`` pairs in the graph's order.
+    ``(target id, look)`` pairs in the graph's order. ``tooltip`` is the
+    line of the user's forward that made the node (``PATH:LINE: code``,
+    from `gradexport.capture_source`), or None.
     """
 
     id: str
@@ -67,6 +69,7 @@ class DiagramNode(NamedTuple):
     lines: tuple[str, ...]
     group: str | None = None
     edges: Sequence[tuple[str, EdgeLook]] = ()
+    tooltip: str | None = None
 
 
 class Cluster(NamedTuple):
@@ -181,7 +184,9 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
                 edges.append((target_id, EdgeLook(tuple(lines), color, width)))
         if drawn_none:
             edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)
-        yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges))
+        where = attributes.get("source")
+        tooltip = printable(f"{where}: {attributes.get('source_code', '')}") if isinstance(where, str) else None
+        yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip))
         for slot in drawn_none:
             yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 

@@ -129,6 +129,8 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
         text = node_texts.get(look)
         if text is None:
             text = node_texts[look] = f"label={quote(node.lines)}{_NODE_ATTRIBUTES[node.style]}"
+        if node.tooltip is not None:  # the line that made it (capture_source): an SVG hover text
+            return f'{indent}"{node.id}" [{text}, tooltip={quote([node.tooltip])}];'
         return f'{indent}"{node.id}" [{text}];'
 
     source = Source.of(graph)

@@ -26,6 +26,10 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   `saved_is_hook_packed`) and the text of the errors that reading them
   raises (`saved_read_failure`).
 * ``torch.utils._pytree.tree_leaves`` (`tensor_leaves`).
+* ``BackwardCFunction._forward_cls``: the ``autograd.Function`` a custom
+  node belongs to (`function_codes`).
+* ``torch._dynamo.utils.orig_code_map``: the code objects Dynamo wrote in
+  place of a compiled function's (`is_dynamo_code`).
 * ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
@@ -54,6 +58,7 @@ Examples:
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, Literal, NamedTuple, Protocol
@@ -73,7 +78,9 @@ __all__ = [
     "compiled_original",
     "donates_saved_buffers",
     "in_place_versions",
+    "function_codes",
     "input_metadata",
+    "is_dynamo_code",
     "leaf_variable",
     "make_grad",
     "next_sequence_nr",
@@ -522,3 +529,39 @@ def apply_with_graph_freed(node: torch.autograd.function.BackwardCFunction, *gra
         output = _FreedGraphCall.apply(seed, call)
     torch.autograd.grad(output, seed, retain_graph=False)
     return results[0]
+def is_dynamo_code(code: Any) -> bool:
+    """Whether ``code`` is one that ``torch.compile`` wrote to run a compiled function (``torch._dynamo.utils.orig_code_map``).
+
+    Such a frame keeps the compiled function's name and file but stands on
+    its ``def`` line; it is torch's, not the user's. False until Dynamo is imported.
+
+    Examples:
+        >>> is_dynamo_code(is_dynamo_code.__code__)
+        False
+    """
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    if dynamo_utils is None:
+        return False
+    return code in dynamo_utils.orig_code_map
+
+
+@cache
+def function_codes(node_type: type) -> frozenset[Any]:
+    """The code objects of ``forward`` and ``setup_context`` of the custom ``autograd.Function`` behind a node type (``_forward_cls``); empty for other nodes.
+
+    Examples:
+        >>> class Twice(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         return x * 2
+        >>> node = Twice.apply(torch.ones(1, requires_grad=True)).grad_fn
+        >>> function_codes(type(node)) == {Twice.forward.__code__}
+        True
+    """
+    forward_cls = getattr(node_type, "_forward_cls", None)
+    codes = set()
+    for name in ("forward", "setup_context"):
+        code = getattr(getattr(forward_cls, name, None), "__code__", None)
+        if code is not None and code is not getattr(getattr(torch.autograd.Function, name), "__code__", None):
+            codes.add(code)
+    return frozenset(codes)

@@ -24,7 +24,11 @@ so the same program always yields the same ids. Every node has ``kind``:
     ``saved_bytes_shared`` of every later one),
     ``module`` (only when ``module=`` is given and the forward pass ran
     inside `gradexport.capture_modules`: the qualified name of the
-    innermost module that created the node, ``""`` for the model itself).
+    innermost module that created the node, ``""`` for the model itself),
+    ``source``, ``source_code``, ``source_function`` and, with more than one
+    user frame kept, ``source_stack`` (only when the forward pass ran inside
+    `gradexport.capture_source`: the user's line that created the node,
+    ``"PATH:LINE"``, see `gradexport.tracing.lines`).
 ``"leaf"``
     An ``AccumulateGrad`` node, which writes a leaf's ``.grad``. The backward
     attributes (``sequence_nr`` is -1: torch reports 2**64 - 1) plus the leaf
@@ -105,7 +109,9 @@ from torch.autograd.graph import Node
 from ..core.errors import ArgumentTypeError, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
+from . import lines
 from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
+from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
 from .saved import StorageKey, saved_storages, storage_key, summarize_saved
@@ -369,6 +375,7 @@ class GraphStream:
         self.buffer_storages: set[StorageKey] = set()
         if saved and module is not None:
             self.buffer_storages = {key for buffer in module.buffers() if (key := storage_key(buffer)) is not None}
+        self.source_attributes = cache(source_attributes)
 
     def __iter__(self) -> Iterator[Adjacency]:
         if self.started:
@@ -514,12 +521,19 @@ class GraphStream:
             owner = self.leaf_modules.get(id(variable))
             if owner is not None:
                 attributes["module"] = owner
-        elif self.module_names is not None:
-            self.backward_count += 1
-            name = named_module_of(node, self.module_names)
-            if name is not None:
-                attributes["module"] = name
-                self.module_node_count += 1
+        else:
+            if self.module_names is not None:
+                self.backward_count += 1
+                name = named_module_of(node, self.module_names)
+                if name is not None:
+                    attributes["module"] = name
+                    self.module_node_count += 1
+            if lines.USED:
+                where = source_of(node)
+                if where:
+                    attributes.update(self.source_attributes(where))
+                    if "source_stack" in attributes:  # the cached list is not the node's own
+                        attributes["source_stack"] = list(attributes["source_stack"])
         if self.saved:
             attributes["saved"] = summarize_saved(node)
             self.count_saved_bytes(node, attributes)

@@ -39,9 +39,10 @@ Examples:
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -50,7 +51,7 @@ from torch.utils.hooks import RemovableHandle
 
 from ._torch import compiled_original, next_sequence_nr, node_metadata, sequence_nr, tensor_leaves
 
-__all__ = ["METADATA_KEY", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
+__all__ = ["CALLS", "METADATA_KEY", "ModuleCall", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
 #: Key in ``Node.metadata`` under which the creating module is kept.
 METADATA_KEY = "gradexport.module"
@@ -61,6 +62,22 @@ _ACCUMULATE_GRAD = "AccumulateGrad"
 class _CallStack(threading.local):
     def __init__(self) -> None:
         self.starts: list[int] = []
+        self.grad_enabled: list[bool] = []
+
+
+class ModuleCall(NamedTuple):
+    """What `capture_modules` keeps of a module's last forward call, for `gradexport.unreached`."""
+
+    #: Whether gradients were enabled when the call began (False: under ``torch.no_grad()``).
+    grad_enabled: bool
+    #: The ``grad_fn`` of every output tensor that has one.
+    outputs: tuple[Node, ...]
+
+
+#: The last forward call of every module called inside the latest outermost
+#: `capture_modules` block (the outputs' nodes are held until the next block).
+CALLS: weakref.WeakKeyDictionary[nn.Module, ModuleCall] = weakref.WeakKeyDictionary()
+_depth = [0]
 
 
 @contextmanager
@@ -80,11 +97,16 @@ def capture_modules() -> Iterator[None]:
     def before(module: nn.Module, args: Any) -> None:
         if not torch.compiler.is_compiling():
             calls.starts.append(next_sequence_nr())
+            calls.grad_enabled.append(torch.is_grad_enabled())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
         if calls.starts and not torch.compiler.is_compiling():
-            _tag(output, module, calls.starts.pop())
+            outputs = _tag(output, module, calls.starts.pop())
+            CALLS[module] = ModuleCall(calls.grad_enabled.pop(), outputs)
 
+    if not _depth[0]:
+        CALLS.clear()
+    _depth[0] += 1
     handles: list[RemovableHandle] = [
         nn.modules.module.register_module_forward_pre_hook(before),
         nn.modules.module.register_module_forward_hook(after, always_call=True),
@@ -92,14 +114,15 @@ def capture_modules() -> Iterator[None]:
     try:
         yield
     finally:
+        _depth[0] -= 1
         for handle in handles:
             handle.remove()
 
 
-def _tag(output: Any, module: nn.Module, start: int) -> None:
-    stack: list[Node] = [
-        leaf.grad_fn for leaf in tensor_leaves(output) if leaf.grad_fn is not None
-    ]
+def _tag(output: Any, module: nn.Module, start: int) -> tuple[Node, ...]:
+    """Tag the nodes the call made; return its outputs' nodes."""
+    outputs = tuple(leaf.grad_fn for leaf in tensor_leaves(output) if leaf.grad_fn is not None)
+    stack: list[Node] = list(outputs)
     seen: set[Node] = set(stack)
     while stack:
         node = stack.pop()
@@ -110,6 +133,7 @@ def _tag(output: Any, module: nn.Module, start: int) -> None:
             if child is not None and child not in seen:
                 seen.add(child)
                 stack.append(child)
+    return outputs
 
 
 def module_of(node: Node) -> nn.Module | None:

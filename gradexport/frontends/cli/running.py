@@ -18,6 +18,7 @@ import sysconfig
 import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,6 +27,7 @@ import torch
 from ...api.export import is_plain_name
 from ...api.registry import parse_formats, read_options
 from ...core.errors import GradexportWarning
+from ...tracing.lines import capture_source
 from ...tracing.modules import capture_modules
 from ...tracing.roots import RootError
 from ...tracing.stack import run_with_large_stack
@@ -250,8 +252,13 @@ def add_traceback(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
 
 
-def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
-    """Import and call the user's function; its result split into ``(roots, params, module)``."""
+def call_target(
+    target: tuple[str, str], bar: Any, *, lines: bool = False
+) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
+    """Import and call the user's function; its result split into ``(roots, params, module)``.
+
+    With ``lines``, the call also runs inside `gradexport.capture_source`.
+    """
     location, name = target
     try:
         function = load(location, name)
@@ -265,7 +272,7 @@ def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, to
         raise Failure(f"importing {location} raised {one_line(error)}{where(error)}") from error
     bar.set_description(f"{PROG}: running {name}()")
     try:
-        with capture_modules():  # so that a returned nn.Module also names the nodes its forward made
+        with capture_modules(), (capture_source() if lines else nullcontext()):  # a returned nn.Module names the nodes
             result = function()
     except KeyboardInterrupt as error:
         raise Failure("interrupted", 130) from error

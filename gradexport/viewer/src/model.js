@@ -501,9 +501,12 @@ export function pathMarks(graph, target) {
   return marks;
 }
 
-const SEARCHED = ["op", "torch_name", "names", "module", "root", "special"];
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code"];
 
-/** Ids of the model nodes and module groups whose op, torch name, parameter names, module or root name contain `text`. */
+/**
+ * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or
+ * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`.
+ */
 export function search(graph, folds, text) {
   const needle = String(text).toLowerCase();
   if (!needle) return [];

@@ -36,7 +36,7 @@ export function buildPage(viewer) {
   host.dataset.theme = prefersDark ? "dark" : "light";
   const bar = el("div", { class: "gx-bar", role: "toolbar" });
   const title = el("span", { class: "gx-title" }, viewer.data.title || "autograd graph");
-  viewer.searchBox = el("input", { type: "search", class: "gx-search", placeholder: "Search op, parameter, module  ( / )", "aria-label": "Search" });
+  viewer.searchBox = el("input", { type: "search", class: "gx-search", placeholder: "Search op, parameter, module, file:line  ( / )", "aria-label": "Search" });
   const button = (label, hint, action) => {
     const b = el("button", { type: "button", title: hint }, label);
     b.addEventListener("click", action);

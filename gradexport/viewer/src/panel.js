@@ -38,6 +38,10 @@ export function showPanel(viewer, item) {
   }
   const attributes = graph.attributes(item);
   panel.appendChild(el("h2", {}, printable(nodeTitle(graph, item))));
+  // The forward's line that made the node (gradexport.capture_source), above the attribute table.
+  if (typeof attributes.source === "string") {
+    panel.appendChild(el("p", { class: "gx-source" }, printable(`made at ${attributes.source}: ${attributes.source_code || ""}`)));
+  }
   panel.appendChild(table({ id: graph.id(item), ...attributes }));
   const edges = [];
   for (let j = graph.outStart[item]; j < graph.outStart[item + 1] && edges.length < 50; j++) edges.push(graph.outEdges[j]);

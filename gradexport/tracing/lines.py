@@ -1,0 +1,322 @@
+"""Which line of the user's forward created each backward node.
+
+Autograd keeps no record of where a node was made (anomaly mode keeps a full
+traceback per node, and slows a forward about ten times). `capture_source`
+is a `torch.overrides.TorchFunctionMode`: torch calls it once for every torch
+function the user's code calls (an op called from inside torch, such as
+``F.linear`` inside ``nn.Linear.forward``, is not seen twice: the mode is
+switched off while an op runs). It finds the user's frame by walking out of
+the frames of torch and gradexport (each code object's verdict is cached),
+and tags the backward nodes the call created (``_sequence_nr()`` at least the
+counter's value when the call began) with that frame's code and line, in the
+node's writable ``metadata``. `gradexport.to_networkx` then turns the tag
+into the node attributes ``source`` (``"PATH:LINE"``, PATH relative to the
+working directory when inside it), ``source_code`` (that line, stripped)
+and ``source_function``; with ``stack=True`` also ``source_stack``, every
+user frame from the innermost out (when there are more than one).
+
+Some nodes are made by no torch function: a custom ``autograd.Function``'s
+node (``.apply`` is not dispatched to modes) and a ``torch.compile``
+region's ``CompiledFunctionBackward``. They show up as a *gap* in the
+sequence numbers before a call; the gap is attributed to the innermost user
+frame running at that call, outside the Function's own ``forward`` (the
+line that called ``.apply`` or the compiled function), and its nodes are
+tagged when a later call meets them (the compiled region's own runtime
+calls ``torch._is_view`` on its outputs, so a compiled region is tagged at
+once; a custom Function's node when its output is used inside the block).
+While Dynamo traces (``torch.compiler.is_compiling()``), the mode only calls
+the op, so a function compiles into the same graphs with and without it.
+
+`capture_source` and `gradexport.capture_modules` are independent and nest
+in either order: ``with capture_modules(), capture_source():`` gives every
+node both its module and its line.
+
+Examples:
+    >>> import torch, gradexport
+    >>> x = torch.ones(2, requires_grad=True)
+    >>> with gradexport.capture_source():
+    ...     y = (x * 3).sum()
+    >>> graph = gradexport.to_networkx(y)
+    >>> sorted(data["source_code"] for _, data in graph.nodes(data=True) if "source" in data)
+    ['y = (x * 3).sum()', 'y = (x * 3).sum()']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import CodeType, FrameType
+from typing import Any, NamedTuple
+
+import torch
+from torch.autograd.graph import Node
+from torch.overrides import TorchFunctionMode
+
+from ._torch import function_codes, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+
+__all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
+
+#: Key in ``Node.metadata`` under which the creating frame(s) are kept:
+#: a tuple of ``(code, line)`` pairs, innermost first (one pair without ``stack=True``).
+SOURCE_KEY = "gradexport.source"
+
+_Where = tuple[tuple[CodeType, int], ...]
+
+#: torch's package folder and gradexport's: frames in there are never the user's.
+_INTERNAL_ROOTS = (
+    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+)
+_internal_code: dict[CodeType, bool] = {}
+
+class Cut(NamedTuple):
+    """A call inside `capture_source` whose tensor inputs needed a gradient and whose result needs none.
+
+    Kept for `gradexport.unreached`, which the graph alone cannot tell why a
+    parameter is cut off: ``kind`` is ``"no_grad"`` (the call ran under
+    ``torch.no_grad()``), ``"detached"`` (``detach``) or
+    ``"non_differentiable"`` (an integer or boolean result: a cast,
+    ``argmax``, a comparison; or an op torch does not differentiate).
+    """
+
+    kind: str
+    op: str
+    where: _Where
+    #: The ``grad_fn`` of each input that has one.
+    inputs: tuple[Node, ...]
+    #: ``id`` of each leaf input that requires grad (a parameter cut at once).
+    leaves: frozenset[int]
+
+
+#: The cuts of the latest outermost `capture_source` block (their inputs' nodes are held until the next one).
+CUTS: list[Cut] = []
+_depth = [0]
+
+#: Whether `capture_source` was ever entered in this process: until then the
+#: graph walk does not read any node's metadata for a location.
+USED = False
+
+
+def _is_internal(code: CodeType) -> bool:
+    verdict = _internal_code.get(code)
+    if verdict is None:
+        filename = code.co_filename
+        # Code that torch generates (fx's "<eval_with_key>.3", Dynamo's
+        # runtime wrappers named "...codegen(...)", the code Dynamo runs in
+        # place of a compiled function) counts as torch's, and contextlib's
+        # frames (a ``with`` block's entry) are nobody's line.
+        verdict = (
+            filename.startswith(_INTERNAL_ROOTS)
+            or filename.startswith("<eval_with_key>")
+            or "codegen(" in filename
+            or filename == contextlib.__file__
+            or is_dynamo_code(code)
+        )
+        _internal_code[code] = verdict
+    return verdict
+
+
+def _user_frame(frame: FrameType | None) -> FrameType | None:
+    while frame is not None and _is_internal(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+class _SourceMode(TorchFunctionMode):
+    """The mode behind `capture_source`; one per block, used on the thread that entered it."""
+
+    def __init__(self, stack: bool) -> None:
+        super().__init__()
+        self.stack = stack
+        self.thread = threading.get_ident()
+        self.begin = next_sequence_nr()
+        self.last_end = self.begin
+        #: Sequence numbers made outside every call: ``[low, high)`` and where.
+        self.gaps: list[tuple[int, int, _Where]] = []
+
+    def where(self, frame: FrameType | None) -> _Where:
+        user = _user_frame(frame)
+        if user is None:
+            return ()
+        if not self.stack:
+            return ((user.f_code, user.f_lineno),)
+        found = []
+        while user is not None:
+            found.append((user.f_code, user.f_lineno))
+            user = _user_frame(user.f_back)
+        return tuple(found)
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if torch.compiler.is_compiling() or threading.get_ident() != self.thread:
+            return func(*args, **kwargs)
+        frame = sys._getframe(1)
+        start = next_sequence_nr()
+        if start != self.last_end:
+            self.note_gap(start, frame, args)
+        result = func(*args, **kwargs)
+        end = self.last_end = next_sequence_nr()
+        if end != start:
+            where = self.where(frame)
+            if where:
+                self.tag_outputs(result, start, where)
+        elif isinstance(result, torch.Tensor) and not result.requires_grad:
+            self.note_cut(func, frame, args)
+        return result
+
+    def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
+        """Keep a call that took tensors needing a gradient and made one that needs none."""
+        needing = [value for value in _tensors(args) if value.requires_grad]
+        if not needing:
+            return
+        name = getattr(func, "__name__", str(func))
+        if not torch.is_grad_enabled():
+            kind = "no_grad"
+        elif name in ("detach", "detach_"):
+            kind = "detached"
+        else:
+            kind = "non_differentiable"
+        CUTS.append(
+            Cut(
+                kind,
+                name,
+                self.where(frame),
+                tuple(value.grad_fn for value in needing if value.grad_fn is not None),
+                frozenset(id(value) for value in needing if value.grad_fn is None),
+            )
+        )
+
+    def note_gap(self, start: int, frame: FrameType, args: Any) -> None:
+        """Nodes were made since the previous call by no torch function: keep every user frame running now."""
+        chain = []
+        user = _user_frame(frame)
+        while user is not None:
+            chain.append((user.f_code, user.f_lineno))
+            user = _user_frame(user.f_back)
+        if chain:
+            self.gaps.append((self.last_end, start, tuple(chain)))
+            # The compiled region's runtime hands the region's outputs to the first call after it.
+            self.tag_outputs(args, self.last_end, None)
+
+    def location_of(self, node: Node, number: int, start: int, where: _Where | None) -> _Where | None:
+        if where is not None and number >= start:
+            return where
+        for low, high, chain in reversed(self.gaps):
+            if low <= number < high:
+                # A custom Function's node exists before its forward runs: the
+                # line that made it is the one that called .apply, outside forward.
+                inside = function_codes(type(node))
+                outside = tuple(pair for pair in chain if pair[0] not in inside) or chain
+                return outside if self.stack else outside[:1]
+        return None
+
+    def tag_outputs(self, result: Any, start: int, where: _Where | None) -> None:
+        """Tag the untagged nodes made inside the block that ``result`` reaches, down to tagged ones."""
+        if isinstance(result, torch.Tensor):
+            node = result.grad_fn
+            if node is None:
+                return
+            stack: list[Node] = [node]
+        else:
+            stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
+        seen = {id(node) for node in stack}
+        begin = self.begin
+        while stack:
+            node = stack.pop()
+            metadata = node_metadata(node)
+            if SOURCE_KEY in metadata:
+                continue
+            number = sequence_nr(node)
+            if number < begin or number >= 2**63:  # made before the block, or a leaf
+                continue
+            found = self.location_of(node, number, start, where)
+            if found is None:
+                continue
+            metadata[SOURCE_KEY] = found
+            for child, _ in node.next_functions:
+                if child is not None and id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append(child)
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _tensors(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+
+
+@contextmanager
+def capture_source(*, stack: bool = False) -> Iterator[None]:
+    """Tag every backward node created inside the block with the user's line that created it.
+
+    Args:
+        stack: Keep every user frame (innermost first), not only the
+            innermost: `gradexport.to_networkx` adds ``source_stack``.
+
+    Frames of torch and of gradexport are skipped. Nodes created on another
+    thread are not tagged. See the module docstring for custom Functions,
+    ``torch.compile`` and checkpointing.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> with gradexport.capture_source():
+        ...     out = layer(torch.ones(1, 2))
+        >>> gradexport.to_networkx(out).nodes["n1"]["source_code"]
+        'out = layer(torch.ones(1, 2))'
+    """
+    global USED
+    USED = True
+    if not _depth[0]:
+        CUTS.clear()
+    _depth[0] += 1
+    try:
+        with _SourceMode(stack):
+            yield
+    finally:
+        _depth[0] -= 1
+
+
+def source_of(node: Node) -> _Where:
+    """The ``(code, line)`` pairs captured for ``node`` (innermost first), or ``()``."""
+    return node_metadata(node).get(SOURCE_KEY, ())
+
+
+def _shown_path(filename: str, cwd: str) -> str:
+    if filename.startswith(cwd):
+        return filename[len(cwd):]
+    return filename
+
+
+def source_attributes(where: _Where) -> dict[str, Any]:
+    """The node attributes for a captured location (see `capture_source`).
+
+    Examples:
+        >>> code = source_attributes.__code__
+        >>> attributes = source_attributes(((code, code.co_firstlineno),))
+        >>> attributes["source"].endswith(f"lines.py:{code.co_firstlineno}"), attributes["source_function"]
+        (True, 'source_attributes')
+    """
+    if not where:
+        return {}
+    cwd = os.getcwd() + os.sep
+    code, line = where[0]
+    attributes: dict[str, Any] = {
+        "source": f"{_shown_path(code.co_filename, cwd)}:{line}",
+        "source_code": linecache.getline(code.co_filename, line).strip(),
+        "source_function": code.co_name,
+    }
+    if len(where) > 1:
+        attributes["source_stack"] = [f"{_shown_path(c.co_filename, cwd)}:{n} in {c.co_name}" for c, n in where]
+    return attributes

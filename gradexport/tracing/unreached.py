@@ -1,0 +1,242 @@
+"""Why a parameter gets no gradient: the trainable tensors no root reaches, each with its reason.
+
+A parameter gets no ``.grad`` from ``backward()`` exactly when no path of
+``next_functions`` leads from the roots to its ``AccumulateGrad`` node.
+`unreached` walks the roots' graph for that, then asks what the forward did,
+as recorded by `gradexport.capture_modules` (which module ran, under
+``no_grad`` or not, and what it returned) and `gradexport.capture_source`
+(every call that took a tensor needing a gradient and returned one that needs
+none), to say why. The reasons, in the order they are tried (`REASONS`):
+
+``"module_not_called"``
+    Its module's forward never ran (a skipped branch, a layer never used).
+``"no_grad"``
+    Its module ran under ``torch.no_grad()``, or (with `capture_source`) a
+    call that used it did.
+``"detached"``
+    (with `capture_source`) a ``detach()`` cut the path; the record names the line.
+``"non_differentiable"``
+    (with `capture_source`) a call returned an integer or boolean tensor
+    (an integer cast, ``argmax``, a comparison), which carries no gradient.
+``"other_root"``
+    The model's own output reaches it, but not the roots given (a second
+    output or loss left out of ``backward``).
+``"output_unused"``
+    Its module's output reaches it, but that output does not reach the roots.
+``"unused_in_forward"``
+    Its module ran with gradients on but its output does not depend on it.
+``"unknown"``
+    The forward was not captured: run it inside `gradexport.capture_modules`
+    (and `gradexport.capture_source` for the lines).
+
+Parameters with ``requires_grad=False`` are listed apart (`UnreachedReport.frozen`).
+
+Examples:
+    >>> import torch, gradexport
+    >>> model = torch.nn.ModuleDict({"used": torch.nn.Linear(2, 2), "skipped": torch.nn.Linear(2, 2)})
+    >>> with gradexport.capture_modules():
+    ...     loss = model["used"](torch.ones(1, 2)).sum()
+    >>> report = gradexport.unreached(loss, module=model)
+    >>> [(record.name, record.reason) for record in report.unreached]
+    [('skipped.weight', 'module_not_called'), ('skipped.bias', 'module_not_called')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch.autograd.graph import Node
+
+from ..core.errors import ArgumentTypeError
+from ._torch import leaf_variable
+from .graph import Params, _param_pairs
+from .lines import CUTS, Cut, source_attributes
+from .modules import CALLS
+from .roots import Roots, collect_roots
+
+__all__ = ["REASONS", "Unreached", "UnreachedReport", "unreached"]
+
+#: Every reason, with the sentence that explains it.
+REASONS = {
+    "module_not_called": "its module's forward never ran",
+    "no_grad": "it was used under torch.no_grad()",
+    "detached": "a detach() cut it off",
+    "non_differentiable": "a non-differentiable op (integer cast, argmax, comparison) is on the way",
+    "other_root": "only another output of the model reaches it, not the roots",
+    "output_unused": "its module's output does not reach the roots",
+    "unused_in_forward": "its module ran but its output does not depend on it",
+    "unknown": "the forward was not captured (run it inside gradexport.capture_modules() and capture_source())",
+}
+
+
+@dataclass(frozen=True)
+class Unreached:
+    """A trainable tensor that no root reaches.
+
+    Attributes:
+        name: Its name (from ``module.named_parameters()`` or ``params=``).
+        module: The qualified name of the module that owns it (``""`` for the
+            model itself), or ``None`` for a tensor given in ``params=``.
+        reason: One of `REASONS`.
+        op: The op that cut it off (``"argmax"``, ``"detach"``), when known.
+        source: The line that did it (``"PATH:LINE"``, with `gradexport.capture_source`), when known.
+    """
+
+    name: str
+    module: str | None
+    reason: str
+    op: str | None = None
+    source: str | None = None
+
+    def describe(self) -> str:
+        """One line: name, module, reason, and where."""
+        owner = "" if self.module is None else f" (module {self.module or '(model)'})"
+        text = f"{self.name}{owner}: {REASONS[self.reason]}"
+        if self.op is not None:
+            text += f" [{self.op}]"
+        if self.source is not None:
+            text += f" at {self.source}"
+        return text
+
+
+@dataclass(frozen=True)
+class UnreachedReport:
+    """What `unreached` found.
+
+    Attributes:
+        unreached: Every tensor requiring grad that no root reaches, in ``named_parameters`` order.
+        frozen: The names of the parameters with ``requires_grad=False``.
+        reached: How many tensors requiring grad the roots reach.
+    """
+
+    unreached: tuple[Unreached, ...]
+    frozen: tuple[str, ...]
+    reached: int
+
+    def to_text(self) -> str:
+        """The report as readable text; ``str(report)`` gives the same."""
+        if not self.unreached:
+            lines = [f"all {self.reached} trainable parameter(s) are reached by the roots"]
+        else:
+            lines = [f"{len(self.unreached)} trainable parameter(s) get no gradient from the roots:"]
+            lines += [f"  {record.describe()}" for record in self.unreached]
+        if self.frozen:
+            lines.append(f"{len(self.frozen)} parameter(s) need no gradient (requires_grad=False): {', '.join(self.frozen)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+
+def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Params | None = None) -> UnreachedReport:
+    """The parameters of ``module`` (and the tensors of ``params``) that need a gradient no root gives, with the reason.
+
+    Run the forward inside `gradexport.capture_modules` (module reasons) and
+    `gradexport.capture_source` (the cut's kind and line); see the module
+    docstring for the reasons. It reads the graph only: call it before
+    ``backward()`` frees nothing it needs, or after, as you like.
+
+    Args:
+        roots: As for `gradexport.to_networkx`: the loss (or losses) you call backward on.
+        module: The model whose parameters are checked and named.
+        params: More tensors to check, by name (a mapping or pairs).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> with gradexport.capture_modules(), gradexport.capture_source():
+        ...     out = layer(torch.ones(1, 2))
+        ...     loss = out.argmax().float()
+        >>> [(r.name, r.reason, r.op) for r in gradexport.unreached(loss.requires_grad_(), module=layer).unreached]
+        [('weight', 'non_differentiable', 'argmax'), ('bias', 'non_differentiable', 'argmax')]
+    """
+    if module is not None and not isinstance(module, torch.nn.Module):
+        raise ArgumentTypeError(f"unreached: module must be a torch.nn.Module, got {type(module).__name__}")
+    candidates: list[tuple[str, torch.Tensor, str | None]] = []
+    seen: set[int] = set()
+    if module is not None:
+        for name, parameter in module.named_parameters():
+            candidates.append((name, parameter, name.rpartition(".")[0]))
+            seen.add(id(parameter))
+    if params is not None:
+        for name, tensor in _param_pairs(params, "unreached"):
+            if id(tensor) not in seen:
+                candidates.append((name, tensor, None))
+                seen.add(id(tensor))
+    reached_ids = _leaves(root.node for root in collect_roots(roots, caller="unreached"))
+    frozen = tuple(name for name, tensor, _ in candidates if not tensor.requires_grad)
+    found: list[Unreached] = []
+    reached = 0
+    explain = _Explainer(module)
+    for name, tensor, owner in candidates:
+        if not tensor.requires_grad:
+            continue
+        if id(tensor) in reached_ids:
+            reached += 1
+            continue
+        found.append(explain(name, tensor, owner))
+    return UnreachedReport(tuple(found), frozen, reached)
+
+
+class _Explainer:
+    def __init__(self, model: torch.nn.Module | None) -> None:
+        self.model = model
+        self.cut_leaves: dict[int, set[int]] = {}
+        self.call_leaves: dict[int, set[int]] = {}
+
+    def __call__(self, name: str, tensor: torch.Tensor, owner: str | None) -> Unreached:
+        submodule = self.model.get_submodule(owner) if self.model is not None and owner is not None else None
+        if not CALLS and not CUTS:
+            return Unreached(name, owner, "unknown")
+        call = CALLS.get(submodule) if submodule is not None else None
+        if submodule is not None and CALLS and call is None:
+            return Unreached(name, owner, "module_not_called")
+        if call is not None and not call.grad_enabled:
+            return Unreached(name, owner, "no_grad")
+        cut = self.cut_of(tensor)
+        if cut is not None:
+            return Unreached(name, owner, cut.kind, cut.op, source_attributes(cut.where).get("source"))
+        top = CALLS.get(self.model) if self.model is not None else None
+        if top is not None and id(tensor) in self.reached_by(top.outputs, id(self.model)):
+            return Unreached(name, owner, "other_root")
+        if call is not None and id(tensor) in self.reached_by(call.outputs, id(submodule)):
+            return Unreached(name, owner, "output_unused")
+        if call is not None:
+            return Unreached(name, owner, "unused_in_forward")
+        return Unreached(name, owner, "unknown")
+
+    def cut_of(self, tensor: torch.Tensor) -> Cut | None:
+        for index, cut in enumerate(CUTS):
+            if id(tensor) in cut.leaves:
+                return cut
+            leaves = self.cut_leaves.get(index)
+            if leaves is None:
+                leaves = self.cut_leaves[index] = _leaves(cut.inputs)
+            if id(tensor) in leaves:
+                return cut
+        return None
+
+    def reached_by(self, nodes: tuple[Node, ...], key: int) -> set[int]:
+        leaves = self.call_leaves.get(key)
+        if leaves is None:
+            leaves = self.call_leaves[key] = _leaves(nodes)
+        return leaves
+
+
+def _leaves(nodes: Iterable[Node]) -> set[int]:
+    """``id`` of every leaf tensor whose AccumulateGrad node the nodes reach (each node visited once)."""
+    stack = list(nodes)
+    seen = {id(node) for node in stack}
+    found: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if type(node).__name__ == "AccumulateGrad":
+            found.add(id(leaf_variable(node)))
+            continue
+        for child, _ in node.next_functions:
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return found
