@@ -37,6 +37,7 @@ from .core.errors import (
     RootError,
     ServerError,
     StartGradientError,
+    StepsUnavailableError,
     StreamConsumedError,
     ViewerTooLargeError,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "SavedMemory",
     "ServerError",
     "StartGradientError",
+    "StepsUnavailableError",
     "StreamConsumedError",
     "TraceOptions",
     "ViewerTooLargeError",

@@ -220,3 +220,15 @@ def test_no_other_module_touches_torch_internals() -> None:
                 offenders += [f"{path.name}:{token.start[0]} {text!r}" for text in error_texts if text in token.string]
             previous = token.string
     assert not offenders, f"private torch API outside gradexport/tracing/_torch.py (wrap it there): {offenders}"
+
+
+def test_post_accumulate_hook_count_reads_the_hooks() -> None:
+    x = torch.ones(2, requires_grad=True)
+    assert _torch.post_accumulate_hook_count(x) == 0
+    seen: list[torch.Tensor] = []
+    handle = x.register_post_accumulate_grad_hook(seen.append)
+    assert _torch.post_accumulate_hook_count(x) == 1, changed("Tensor._post_accumulate_grad_hooks", "does not count the hook")
+    x.sum().backward()
+    assert seen == [x]
+    handle.remove()
+    assert _torch.post_accumulate_hook_count(x) == 0

@@ -21,6 +21,7 @@ GradexportError
 ├── StartGradientError (RuntimeError): torch cannot make a root's start gradient
 ├── StreamConsumedError (RuntimeError): a one-pass GraphStream read twice
 ├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
+├── StepsUnavailableError (RuntimeError): steps=True cannot replay these roots without changing .grad
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
 ├── OutputError (OSError): a file or folder that cannot be written
@@ -66,6 +67,7 @@ __all__ = [
     "RootError",
     "ServerError",
     "StartGradientError",
+    "StepsUnavailableError",
     "StreamConsumedError",
     "ViewerTooLargeError",
 ]
@@ -130,6 +132,10 @@ class ReplayError(GradexportError, RuntimeError):
         super().__init__(f"replay: node {node} ({op}): {reason}")
         self.node = node
         self.op = op
+
+
+class StepsUnavailableError(GradexportError, RuntimeError):
+    """``steps=True`` cannot replay these roots without changing the user's state (or was given a graph, which has no steps)."""
 
 
 class GraphvizNotFoundError(GradexportError, RuntimeError):
