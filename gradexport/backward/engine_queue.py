@@ -31,6 +31,9 @@ branching graphs (``tests/test_engine_queue.py``):
    (measured: two leaves ready together do not leave in push order once a
    third ready node sits in the heap).
 
+The viewer's step panel says, per step, which of these rules picked the node
+(``gradexport/viewer/src/steps.js``, ``reason``).
+
 Only the CPU queue is modelled: nodes on an accelerator run on that device's
 own thread, whose interleaving with the CPU thread is not deterministic.
 
@@ -49,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["ReadyQueue", "engine_order", "ready_reason"]
+__all__ = ["ReadyQueue", "engine_order"]
 
 T = TypeVar("T")
 _Item = tuple[int, T]
@@ -178,26 +181,3 @@ def engine_order(
         order.append(node)
         hand_out(next_nodes(node))
     return order
-
-
-def ready_reason(op: str, sequence: int, ready: list[tuple[str, str, int]]) -> str:
-    """Why the engine runs this node now, in a sentence, given the other nodes ready with it.
-
-    ``ready`` lists ``(id, op, sequence_nr)`` of the nodes waiting in the ready
-    queue at that moment, besides this one.
-
-    Examples:
-        >>> ready_reason("MulBackward0", 7, [("n5", "ExpBackward0", 3)])
-        'All its inputs have arrived. 1 other node is ready too (n5 ExpBackward0); the engine takes the one created last in the forward pass (highest sequence_nr: 7 > 3).'
-    """
-    text = "All its inputs have arrived."
-    if not ready:
-        return text + " It is the only node ready."
-    others = ", ".join(f"{node} {other_op}" for node, other_op, _ in ready[:4]) + (" ..." if len(ready) > 4 else "")
-    count = f"{len(ready)} other node{'s are' if len(ready) > 1 else ' is'} ready too ({others})"
-    if op == "AccumulateGrad":
-        return f"{text} {count}; a leaf's AccumulateGrad (sequence_nr 2**64 - 1) goes before every other ready node, and ties among leaves leave in the order of the engine's heap."
-    best = max(other for _, _, other in ready)
-    if best == sequence:
-        return f"{text} {count}; its sequence_nr ({sequence}) ties with another's, and the engine's heap puts it on top."
-    return f"{text} {count}; the engine takes the one created last in the forward pass (highest sequence_nr: {sequence} > {best})."
