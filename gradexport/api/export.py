@@ -268,8 +268,27 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
         return model_explorer.to_model_explorer(source, export_options.diagram)
 
 
-def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
+def _per_format(
+    graph_or_roots: GraphOrRoots | Replay, names: Sequence[str], options: ExportKeywords, *, caller: str
+) -> tuple[Source, Source, ExportOptions]:
+    """`prepare` after `with_steps`: the source for the html page, the one for every other format, and the options.
+
+    Only the html page takes a replay's steps; every other format draws the record's graph as it is.
+    """
+    graph_or_roots, options = with_steps(graph_or_roots, options, formats=names, caller=caller)
+    source, export_options = prepare(graph_or_roots, names, options, caller=caller)
+    if not (isinstance(graph_or_roots, nx.Graph) and STEPS_ATTRIBUTE in graph_or_roots.graph):
+        return source, source, export_options
+    plain_graph = source.whole(caller).copy()
+    del plain_graph.graph[STEPS_ATTRIBUTE]
+    return source, Source.of(plain_graph), export_options
+
+
+def render(graph_or_roots: GraphOrRoots | Replay, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
     """The text of each format, from one trace (what the MkDocs plugin embeds).
+
+    A `gradexport.Replay` (or roots with ``steps=True``) gives the html
+    page its steps, as `to_html` does; the other formats draw its graph.
 
     Examples:
         >>> import torch
@@ -278,9 +297,9 @@ def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options
         ['dot', 'json']
     """
     names = parse_formats(formats)
-    source, export_options = prepare(graph_or_roots, names, options, caller="render")
+    source, plain_source, export_options = _per_format(graph_or_roots, names, options, caller="render")
     with gc_paused():
-        return {name: FORMATS[name].text(source, export_options) for name in names}
+        return {name: FORMATS[name].text(source if name == "html" else plain_source, export_options) for name in names}
 
 
 def write(
@@ -328,14 +347,7 @@ def write(
     names = parse_formats(formats)
     if not is_plain_name(stem):
         raise ArgumentValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
-    graph_or_roots, options = with_steps(graph_or_roots, options, formats=names, caller="write")
-    source, export_options = prepare(graph_or_roots, names, options, caller="write")
-    plain_source = source
-    if isinstance(graph_or_roots, nx.Graph) and STEPS_ATTRIBUTE in graph_or_roots.graph:
-        # Only the html page takes the steps; every other format draws the record's graph as it is.
-        plain_graph = source.whole("write").copy()
-        del plain_graph.graph[STEPS_ATTRIBUTE]
-        plain_source = Source.of(plain_graph)
+    source, plain_source, export_options = _per_format(graph_or_roots, names, options, caller="write")
     specs: list[Format] = [FORMATS[name] for name in names]
     paths = {spec.name: Path(folder) / f"{stem}{spec.extension}" for spec in specs}
     with _progress_bar(progress, len(specs)) as bar, StagedFiles() as staged, gc_paused():
