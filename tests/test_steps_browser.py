@@ -208,3 +208,24 @@ def test_hostile_names_are_literal_in_the_step_panel(open_steps: Any) -> None:
     assert sorted(texts) == sorted(names)
     assert page.evaluate("window.__pwned") is None
     assert page.locator(".gx-step-panel img, .gx-step-panel b").count() == 0
+
+
+def test_a_node_inside_a_folded_group_marks_the_group(open_steps: Any) -> None:
+    from benchmarks.viewer import encoder_loss
+
+    loss, model = encoder_loss(2)
+    record = gradexport.replay(loss, module=model)
+    page = open_steps(record)
+    visible = set(page.evaluate("window.gradexportViewer.visible()"))
+    hidden = [k for k, step in enumerate(record.steps) if step.node not in visible]
+    assert hidden, "the page opens with every node shown: nothing folded to test"
+    for k in hidden[:: max(1, len(hidden) // 8)]:
+        step = page.evaluate(f"window.gradexportViewer.step({k})")
+        marked = page.evaluate("[...document.querySelectorAll('.gx-step-current')].map((e) => [e.dataset.id, e.dataset.running])")
+        assert len(marked) == 1
+        group, running = marked[0]
+        assert group.split(":")[0] in ("module", "chain", "fan", "part") and running == f"running inside: {step['node']} {step['op']}"
+        # The node's state, and the next one's, agree with the record.
+        assert page.evaluate(f"window.gradexportViewer.state({step['node']!r})") == "done"
+        if k + 1 < len(record.steps):  # the next node to run has all its inputs by now
+            assert page.evaluate(f"window.gradexportViewer.state({record.steps[k + 1].node!r})") == "waiting"
