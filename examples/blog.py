@@ -35,13 +35,15 @@ def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
     return {"l": l}, {"x": x}
 
 
-def step_picture(record: gradexport.Replay, *numbers: int) -> nx.MultiDiGraph:
-    """The graph of a replay with the node of each step in ``numbers`` boxed and the gradients it sent marked.
+def step_picture(record: gradexport.Replay, number: int) -> nx.MultiDiGraph:
+    """The graph of a replay with the node of step ``number`` boxed and the gradients it sent marked.
 
     The box is a module box of the diagram writers, named after the step; each
     edge the node sent a gradient along gets that gradient's norm, so the
     writers label it ``‖g‖`` and colour it. Steps count from 1, as
-    ``Replay.to_text`` numbers them.
+    ``Replay.to_text`` and the viewer's step bar number them. One step per
+    picture: two boxes side by side overlap in Mermaid's layout; to see every
+    step, open ``gradexport.to_html(record)`` and step through it.
 
     Examples:
         >>> roots, names = multiply_then_sum()
@@ -50,10 +52,9 @@ def step_picture(record: gradexport.Replay, *numbers: int) -> nx.MultiDiGraph:
         ('step 2: MulBackward0 is called', [3.6, 4.54])
     """
     graph = record.graph.copy()
-    for number in numbers:
-        step = record.steps[number - 1]
-        graph.nodes[step.node]["module"] = f"step {number}: {step.op} is called"
-        for position, (target, grad) in enumerate(zip(step.targets, step.outputs, strict=True)):
-            if target is not None and grad is not None:
-                graph.edges[step.node, target[0], position]["grad"] = {"norm": float(grad.norm())}
+    step = record.steps[number - 1]
+    graph.nodes[step.node]["module"] = f"step {number}: {step.op} is called"
+    for position, (target, grad) in enumerate(zip(step.targets, step.outputs, strict=True)):
+        if target is not None and grad is not None:
+            graph.edges[step.node, target[0], position]["grad"] = {"norm": float(grad.norm())}
     return graph

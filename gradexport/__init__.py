@@ -45,6 +45,7 @@ from .core.errors import (
     RootError,
     ServerError,
     StartGradientError,
+    StepsUnavailableError,
     StreamConsumedError,
     ViewerTooLargeError,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "SavedMemory",
     "ServerError",
     "StartGradientError",
+    "StepsUnavailableError",
     "StreamConsumedError",
     "TraceOptions",
     "Unreached",

@@ -327,3 +327,46 @@ def test_long_code_lines_scroll_clear_of_the_copy_button(built_site, site_url, b
     assert all(block["scrolls"] in ("auto", "scroll") for block in blocks)
     covered = [block for block in blocks if block["overflows"] and block["textEnd"] > block["button"] + 0.5]
     assert not covered, f"the end of a long line lies under the copy button: {covered}"
+
+
+def test_blog_pages_step_through_the_replay_with_torchs_values(built_site, site_url, browser):
+    """Each blog example has the stepping viewer; its steps carry the gradients torch computes (node hooks)."""
+    import torch
+    from torch.autograd.graph import Node
+
+    from gradexport.tracing.graph import trace
+
+    def engine_calls(roots: Any) -> list[tuple[str, list[str], list[str]]]:
+        ids = trace(roots).ids
+        calls: list[tuple[str, list[str], list[str]]] = []
+
+        def hook(node: Node) -> Any:
+            return lambda grad_inputs, grad_outputs: calls.append((ids[node], [repr(g) for g in grad_outputs], [repr(g) for g in grad_inputs]))
+
+        for node in ids:
+            if type(node).__name__ != "AccumulateGrad":
+                node.register_hook(hook(node))
+        torch.autograd.backward(roots)
+        return calls
+
+    torch.manual_seed(6)
+    x = torch.randn(4, 4, requires_grad=True)
+    y = torch.randn(4, 4, requires_grad=True)
+    first = engine_calls((x * y).sum())
+    torch.manual_seed(6)
+    x = torch.randn(2, requires_grad=True)
+    x1, x2 = x.unbind()
+    second = engine_calls(x1 + x2)
+    for path, calls in [("blog/multiply-then-sum/", first), ("blog/unbind-then-add/", second)]:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(site_url + path, wait_until="load")
+        page.locator("iframe").last.scroll_into_view_if_needed()
+        frame = next(f for f in page.frames if f.evaluate("() => Boolean(window.gradexportViewer && window.gradexportViewer.steps())"))
+        frame.evaluate("window.gradexportViewer.ready")
+        steps = frame.evaluate("() => { const v = window.gradexportViewer; return [...Array(v.steps()).keys()].map((k) => v.step(k)); }")
+        shown = [(s["node"], [i["values"] for i in s["inputs"]], [o["values"] for o in s["outputs"]]) for s in steps if s["op"] != "AccumulateGrad"]
+        assert shown == calls, path
+        assert errors == [], path
+        page.close()

@@ -284,3 +284,13 @@ def test_apply_with_graph_freed_runs_the_node_in_a_graph_task_that_frees_the_gra
     assert seen == [False, False], "_get_current_graph_task_keep_graph no longer reads the engine's retain_graph"
     assert x.grad is not None and torch.equal(x.grad, torch.full((2,), 2.0))  # the probe's graph leaves x alone
     assert not _torch.donates_saved_buffers(node), "CompiledFunction.metadata.bw_donated_idxs read on a plain Function"
+def test_post_accumulate_hook_count_reads_the_hooks() -> None:
+    x = torch.ones(2, requires_grad=True)
+    assert _torch.post_accumulate_hook_count(x) == 0
+    seen: list[torch.Tensor] = []
+    handle = x.register_post_accumulate_grad_hook(seen.append)
+    assert _torch.post_accumulate_hook_count(x) == 1, changed("Tensor._post_accumulate_grad_hooks", "does not count the hook")
+    x.sum().backward()
+    assert seen == [x]
+    handle.remove()
+    assert _torch.post_accumulate_hook_count(x) == 0

@@ -53,11 +53,14 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from ..analysis.simplify import collapse, has_modules
-from ..core.errors import ArgumentValueError
+from ..backward.replay_record import Replay
+from ..backward.steps import replay_keeping_grads, step_data
+from ..core.errors import ArgumentValueError, StepsUnavailableError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
 from ..formats.files import StagedFiles
+from ..formats.html import STEPS_ATTRIBUTE
 from ..tracing.graph import GraphStream, gc_paused
 from ..tracing.roots import Roots
 from .registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats, read_options
@@ -71,6 +74,43 @@ __all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", 
 
 #: What the functions of this module accept: a graph from `gradexport.to_networkx`, or roots.
 GraphOrRoots = nx.MultiDiGraph | Roots
+
+
+def with_steps(
+    graph_or_roots: GraphOrRoots | Replay, keywords: ExportKeywords, *, formats: Sequence[str], caller: str
+) -> tuple[GraphOrRoots, ExportKeywords]:
+    """A replay record, or roots with ``steps=True``, as a graph that carries its steps for the html writer.
+
+    A record gives a copy of its graph with `step_data` as the graph
+    attribute `STEPS_ATTRIBUTE`. Roots with ``steps=True`` are replayed first
+    with `gradexport.backward.steps.replay_keeping_grads`, which leaves
+    every ``.grad`` as it was (``params`` and ``module`` go to the replay).
+    Anything else passes through.
+
+    Raises:
+        StepsUnavailableError: ``steps=True`` with a graph (it holds no steps),
+            or roots the replay cannot run without side effects.
+    """
+    keywords = ExportKeywords(**keywords)
+    wanted = keywords.get("steps", False)
+    if wanted and "html" not in formats:
+        read_options({"steps": True}, formats=formats, from_roots=True, caller=f"gradexport.{caller}")  # raises, naming html
+    if isinstance(graph_or_roots, Replay):
+        record = graph_or_roots
+    elif not wanted:
+        return graph_or_roots, keywords
+    elif isinstance(graph_or_roots, nx.Graph):
+        raise StepsUnavailableError(
+            f"gradexport.{caller}: steps=True needs the roots (to replay them) or a record from gradexport.replay; "
+            "a graph holds no steps"
+        )
+    else:
+        record = replay_keeping_grads(
+            graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
+        )
+    graph = record.graph.copy()
+    graph.graph[STEPS_ATTRIBUTE] = step_data(record)
+    return graph, keywords
 
 
 def prepare(
@@ -180,7 +220,7 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     return _text("json", graph_or_roots, options)
 
 
-def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
+def to_html(graph_or_roots: GraphOrRoots | Replay, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
     """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
@@ -189,8 +229,17 @@ def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options
     (default: the roots' names). ``write(..., formats="html")`` writes it to
     a file; ``gradexport view TARGET`` writes and opens it.
 
+    Given a `gradexport.Replay` (what `gradexport.replay` returns), or
+    roots with ``steps=True``, the page also holds every step of the backward
+    pass and has a step bar (see ``docs/guides/viewer.md``). ``steps=True``
+    replays with `gradexport.backward.steps.replay_keeping_grads`: each
+    leaf's ``.grad`` is swapped for a copy during the replay and put back
+    after, so it keeps its object and values.
+
     Raises:
         ViewerTooLargeError: a graph too large even for the viewer, before anything is built.
+        StepsUnavailableError: ``steps=True`` with a graph, or with leaves that
+            have post-accumulate-grad hooks (the replay would run them).
 
     Examples:
         >>> import torch
@@ -199,6 +248,7 @@ def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options
         >>> page.startswith("<!DOCTYPE html>"), "gradexportViewer" in page
         (True, True)
     """
+    graph_or_roots, options = with_steps(graph_or_roots, options, formats=["html"], caller="to_html")
     source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
     with gc_paused():
         return html.to_html(source, export_options.diagram, title=title)
@@ -218,8 +268,27 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
         return model_explorer.to_model_explorer(source, export_options.diagram)
 
 
-def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
+def _per_format(
+    graph_or_roots: GraphOrRoots | Replay, names: Sequence[str], options: ExportKeywords, *, caller: str
+) -> tuple[Source, Source, ExportOptions]:
+    """`prepare` after `with_steps`: the source for the html page, the one for every other format, and the options.
+
+    Only the html page takes a replay's steps; every other format draws the record's graph as it is.
+    """
+    graph_or_roots, options = with_steps(graph_or_roots, options, formats=names, caller=caller)
+    source, export_options = prepare(graph_or_roots, names, options, caller=caller)
+    if not (isinstance(graph_or_roots, nx.Graph) and STEPS_ATTRIBUTE in graph_or_roots.graph):
+        return source, source, export_options
+    plain_graph = source.whole(caller).copy()
+    del plain_graph.graph[STEPS_ATTRIBUTE]
+    return source, Source.of(plain_graph), export_options
+
+
+def render(graph_or_roots: GraphOrRoots | Replay, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
     """The text of each format, from one trace (what the MkDocs plugin embeds).
+
+    A `gradexport.Replay` (or roots with ``steps=True``) gives the html
+    page its steps, as `to_html` does; the other formats draw its graph.
 
     Examples:
         >>> import torch
@@ -228,13 +297,13 @@ def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options
         ['dot', 'json']
     """
     names = parse_formats(formats)
-    source, export_options = prepare(graph_or_roots, names, options, caller="render")
+    source, plain_source, export_options = _per_format(graph_or_roots, names, options, caller="render")
     with gc_paused():
-        return {name: FORMATS[name].text(source, export_options) for name in names}
+        return {name: FORMATS[name].text(source if name == "html" else plain_source, export_options) for name in names}
 
 
 def write(
-    graph_or_roots: GraphOrRoots,
+    graph_or_roots: GraphOrRoots | Replay,
     folder: str | os.PathLike[str],
     formats: Iterable[str] | str = DEFAULT_FORMATS,
     *,
@@ -278,13 +347,13 @@ def write(
     names = parse_formats(formats)
     if not is_plain_name(stem):
         raise ArgumentValueError(f"gradexport.write: stem must be a plain file name, got {stem!r}")
-    source, export_options = prepare(graph_or_roots, names, options, caller="write")
+    source, plain_source, export_options = _per_format(graph_or_roots, names, options, caller="write")
     specs: list[Format] = [FORMATS[name] for name in names]
     paths = {spec.name: Path(folder) / f"{stem}{spec.extension}" for spec in specs}
     with _progress_bar(progress, len(specs)) as bar, StagedFiles() as staged, gc_paused():
         for spec in specs:
             bar.set_description(f"gradexport: writing {paths[spec.name].name}")
-            spec.write_to(source, staged.open(paths[spec.name]), export_options)
+            spec.write_to(source if spec.name == "html" else plain_source, staged.open(paths[spec.name]), export_options)
             bar.update()
     return paths
 

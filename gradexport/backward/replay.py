@@ -90,6 +90,7 @@ from ..tracing._torch import (
 )
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
+from .engine_queue import engine_order
 from .gradient_stats import gradient_summary
 from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import GradOutputs, Start, start_gradients
@@ -163,7 +164,7 @@ def replay(
             deliver(result.ids[start.root.node], start.input_nr, start.grad)
         steps = [
             _run_step(node_id, nodes[node_id], graph.nodes[node_id]["op"], buffers.pop(node_id, None), result.ids, deliver)
-            for node_id in _engine_order(graph, nodes)
+            for node_id in _engine_order(starts, result.ids)
         ]
     _record_order(graph, steps)
     return Replay(
@@ -199,16 +200,10 @@ def _hook_message(what: str) -> str:
     )
 
 
-def _engine_order(graph: nx.MultiDiGraph, nodes: dict[str, Node]) -> list[str]:
-    # Kahn's algorithm (networkx counts every parallel edge as a dependency). Among ready
-    # nodes, pick as the engine's ready queue does: AccumulateGrad first (its sequence
-    # number is 2**64 - 1), then the most recently created node.
-    def priority(node_id: str) -> tuple[int, int, int]:
-        node = nodes.get(node_id)
-        sequence = -1 if node is None else sequence_nr(node)
-        return (node is not None, -sequence, int(node_id[1:]))
-
-    return [node_id for node_id in nx.lexicographical_topological_sort(graph, key=priority) if node_id in nodes]
+def _engine_order(starts: list[Start], ids: dict[Node, str]) -> list[str]:
+    # The engine's own ready queue, ported (see engine_queue's docstring for the rule and its checks).
+    order = engine_order([start.root.node for start in starts], lambda node: [child for child, _ in node.next_functions], sequence_nr)
+    return [ids[node] for node in order]
 
 
 def _run_step(

@@ -22,6 +22,7 @@ GradexportError
 ├── StreamConsumedError (RuntimeError): a one-pass GraphStream read twice
 ├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
 ├── InPlaceError (RuntimeError): backward met a saved tensor modified in place (names node, module, tensor)
+├── StepsUnavailableError (RuntimeError): steps=True cannot replay these roots without changing .grad
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
 ├── OutputError (OSError): a file or folder that cannot be written
@@ -68,6 +69,7 @@ __all__ = [
     "RootError",
     "ServerError",
     "StartGradientError",
+    "StepsUnavailableError",
     "StreamConsumedError",
     "ViewerTooLargeError",
 ]
@@ -177,6 +179,8 @@ class InPlaceError(GradexportError, RuntimeError):
         self.tensor = tensor
         self.saved_version = saved_version
         self.version = version
+class StepsUnavailableError(GradexportError, RuntimeError):
+    """``steps=True`` cannot replay these roots without changing the user's state (or was given a graph, which has no steps)."""
 
 
 class GraphvizNotFoundError(GradexportError, RuntimeError):

@@ -271,10 +271,16 @@ class RenderOptions:
 
     Attributes:
         prog: The Graphviz program for SVG (see `gradexport.formats.svg`).
+        steps: HTML only, from roots: replay the backward pass (`gradexport.replay`)
+            without changing any leaf's ``.grad`` and embed every step, for the
+            viewer's step bar (see `gradexport.api.export.to_html`).
     """
 
     prog: str | os.PathLike[str] | None = option(
         None, "Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)", "svg", parse=str, flag="--prog", metavar="PROG"
+    )
+    steps: bool = option(
+        False, "replay the backward pass (leaving .grad untouched) and step through it in the viewer", "html", parse=_boolean, flag="--steps"
     )
 
 
@@ -297,6 +303,7 @@ class ExportKeywords(TypedDict, total=False):
     saved_bytes: bool
     box_depth: int | None
     prog: str | os.PathLike[str] | None
+    steps: bool
 
 
 _GROUPS: dict[str, type] = {"trace": TraceOptions, "fold": FoldOptions, "diagram": DiagramOptions, "render": RenderOptions}

@@ -74,6 +74,9 @@ MAX_VIEWER_NODES = 2_000_000
 #: The most edges a page may hold.
 MAX_VIEWER_EDGES = 4_000_000
 
+#: The graph attribute holding a replay's steps (`gradexport.backward.steps.step_data`), embedded as the page's ``steps``.
+STEPS_ATTRIBUTE = "replay_steps"
+
 #: Node attributes whose string values are stored once in the page's string table.
 _INTERNED = frozenset({"kind", "op", "torch_name", "module", "dtype", "device", "special", "root"})
 
@@ -248,6 +251,7 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         if len(records) > MAX_VIEWER_NODES or edge_count > MAX_VIEWER_EDGES:
             _too_large(len(records), edge_count)
     attributes_of_graph = dict(graph_attributes(source))
+    steps = attributes_of_graph.pop(STEPS_ATTRIBUTE, None)
 
     edges: list[Any] = []
     extra: dict[str, Any] = {}
@@ -267,7 +271,7 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         edges += (source_index, target_index, key, next_index, input_nr)
 
     contiguous = all(node_id == f"n{position}" for position, node_id in enumerate(node_ids))
-    return {
+    data = {
         "format": "gradexport-viewer",
         "version": 1,
         "title": None,
@@ -293,6 +297,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         "edges": edges,
         "edge_extra": extra,
     }
+    if steps is not None:
+        data["steps"] = steps  # only replay pages carry it, so every other page stays as it was
+    return data
 
 
 def _too_large(nodes: int, edges: int) -> None:
@@ -308,6 +315,7 @@ def _data_chunks(data: dict[str, Any]) -> Iterator[str]:
     """The JSON of ``data``, safe inside a script element, with the node records encoded a batch at a time."""
     records = data.pop("nodes")
     edges = data.pop("edges")
+    steps = data.pop("steps", None)
     head = _safe(_encode_json(data))
     yield head[:-1] + ',"nodes":['
     separator = ""
@@ -316,6 +324,8 @@ def _data_chunks(data: dict[str, Any]) -> Iterator[str]:
         separator = ","
     yield '],"edges":'
     yield _ENCODER.encode(edges) if all(type(v) is int or v is None for v in edges) else _safe(_encode_json(edges))
+    if steps is not None:
+        yield ',"steps":' + _safe(_encode_json(steps))
     yield "}"
 
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import networkx as nx
 
-from ..api.export import GraphOrRoots, as_graph
+from ..api.export import GraphOrRoots, as_graph, with_steps
 from ..api.registry import FORMATS
+from ..backward.replay_record import Replay
 from ..core.options import DiagramOptions, ExportKeywords, ExportOptions, FoldOptions, RenderOptions, Unpack
 from ..core.source import Source
 from ..formats import html, svg
@@ -43,12 +44,21 @@ class GraphView:
         prog: Graphviz program for the SVG (see `gradexport.formats.svg`).
         fit: Whether the Mermaid fallback is folded to fit mermaid.js's limits,
             as `gradexport.to_mermaid` folds it (see its ``fit`` option).
+        page_graph: What the viewer draws when it differs from ``graph``: the
+            graph with a replay's steps (`gradexport.api.export.with_steps`).
     """
 
     def __init__(
-        self, graph: nx.MultiDiGraph, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None, *, fit: bool = True
+        self,
+        graph: nx.MultiDiGraph,
+        options: DiagramOptions | None = None,
+        prog: str | os.PathLike[str] | None = None,
+        *,
+        fit: bool = True,
+        page_graph: nx.MultiDiGraph | None = None,
     ):
         self.graph = graph
+        self.page_graph = page_graph
         self.options = options or DiagramOptions()
         self.prog = prog
         self.fit = fit
@@ -61,7 +71,7 @@ class GraphView:
     @cached_property
     def html(self) -> str:
         """The interactive viewer's page in an isolating ``<iframe srcdoc>``, made once."""
-        return html.notebook_iframe(html.to_html(self.graph, self.options))
+        return html.notebook_iframe(html.to_html(self.graph if self.page_graph is None else self.page_graph, self.options))
 
     def _repr_html_(self) -> str:
         return self.html
@@ -86,15 +96,27 @@ class GraphView:
         return f"GraphView({self.graph.number_of_nodes()} nodes, {self.graph.number_of_edges()} edges)"
 
 
-def show(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphView:
+def show(graph_or_roots: GraphOrRoots | Replay, **options: Unpack[ExportKeywords]) -> GraphView:
     """A `GraphView` of roots or a graph; takes the options of `gradexport.to_svg` and `gradexport.to_mermaid`.
+
+    Given a `gradexport.Replay` (or roots with ``steps=True``, replayed
+    without touching ``.grad``, as by `gradexport.to_html`), the viewer
+    has the step bar to walk through the backward pass.
 
     Raises:
         GraphvizNotFoundError: ``prog`` was given and names no Graphviz program
             (without ``prog``, a notebook shows Mermaid where Graphviz is missing).
     """
+    page_graph = None
+    if isinstance(graph_or_roots, Replay) or options.get("steps"):
+        stepped, options = with_steps(graph_or_roots, options, formats=["html"], caller="show")
+        options.pop("steps", None)
+        assert isinstance(stepped, nx.MultiDiGraph)  # a record, or roots replayed: always a graph
+        page_graph = stepped
+        graph_or_roots = graph = stepped.copy()
+        del graph.graph[html.STEPS_ATTRIBUTE]  # the SVG and Mermaid fallbacks draw the graph alone
     graph, export_options = as_graph(graph_or_roots, ("svg", "mermaid"), caller="show", **options)
     prog = export_options.render.prog
     if prog is not None:
         svg.find_graphviz(prog)
-    return GraphView(graph, export_options.diagram, prog, fit=export_options.fold.fit)
+    return GraphView(graph, export_options.diagram, prog, fit=export_options.fold.fit, page_graph=page_graph)

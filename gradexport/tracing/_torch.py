@@ -87,6 +87,7 @@ __all__ = [
     "node_hook_counts",
     "node_metadata",
     "num_inputs",
+    "post_accumulate_hook_count",
     "raw_saved",
     "read_saved",
     "run_tensor_hooks",
@@ -268,6 +269,20 @@ def tensor_hook_count(tensor: torch.Tensor) -> int:
         1
     """
     hooks = tensor._backward_hooks
+    return 0 if hooks is None else len(hooks)
+
+
+def post_accumulate_hook_count(tensor: torch.Tensor) -> int:
+    """How many ``register_post_accumulate_grad_hook`` hooks ``tensor`` holds (``tensor._post_accumulate_grad_hooks``).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> _ = x.register_post_accumulate_grad_hook(lambda tensor: None)
+        >>> post_accumulate_hook_count(x)
+        1
+    """
+    hooks = getattr(tensor, "_post_accumulate_grad_hooks", None)
     return 0 if hooks is None else len(hooks)
 
 

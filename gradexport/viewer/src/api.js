@@ -13,6 +13,21 @@ function groupItem(folds, id, verb) {
   return item;
 }
 
+function needSteps(viewer, verb) {
+  if (!viewer.stepper) throw new Error(`${verb}: this page holds no steps (write it from gradexport.replay's record, or with steps=True)`);
+  return viewer.stepper;
+}
+
+/** A step as the script API returns it: without the drawing's edge numbers. */
+function plainStep(record) {
+  const strip = ({ edge, ...rest }) => rest;
+  return {
+    ...record,
+    inputs: record.inputs.map((input) => ({ ...input, edges: input.edges.map(strip) })),
+    outputs: record.outputs.map(strip),
+  };
+}
+
 export function scriptApi(viewer) {
   const { folds, graph } = viewer;
   return {
@@ -30,6 +45,29 @@ export function scriptApi(viewer) {
     search: (text) => runSearch(viewer, text, false),
     theme: (name) => (name === undefined ? viewer.host.dataset.theme : setTheme(viewer.host, name)),
     idle: () => idle(viewer),
+    // A replay page's steps (docs/guides/viewer.md, "Stepping through a replay"); elsewhere they throw.
+    steps: () => (viewer.steps ? viewer.steps.count : 0),
+    step: (k) => {
+      const stepper = needSteps(viewer, "step");
+      if (k === undefined) return plainStep(viewer.steps.step(stepper.k));
+      if (!Number.isInteger(k) || k < 0 || k >= viewer.steps.count) throw new Error(`step: k must be a whole number from 0 to ${viewer.steps.count - 1}, got ${JSON.stringify(k)}`);
+      return plainStep(stepper.go(k));
+    },
+    state: (id) => {
+      const stepper = needSteps(viewer, "state");
+      const node = graph.index.get(String(id));
+      if (node === undefined) throw new Error(`state: no node with id ${JSON.stringify(String(id))}`);
+      return viewer.steps.state(node, stepper.k);
+    },
+    leafGrad: (id) => {
+      const stepper = needSteps(viewer, "leafGrad");
+      const node = graph.index.get(String(id));
+      if (node === undefined) throw new Error(`leafGrad: no node with id ${JSON.stringify(String(id))}`);
+      return viewer.steps.leafGrad(node, stepper.k);
+    },
+    reason: () => viewer.steps.reason(needSteps(viewer, "reason").k),
+    play: () => needSteps(viewer, "play").play(),
+    pause: () => needSteps(viewer, "pause").pause(),
     // Diagnostics for benchmarks: times in ms since the script started, and the last layout request.
     timings: viewer.timings,
     layoutRequest: () => viewer.lastRequest,

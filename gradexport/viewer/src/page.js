@@ -17,6 +17,12 @@ const HELP = [
   ["t", "light or dark theme"],
 ];
 
+const STEP_HELP = [
+  ["← / →", "previous or next step (instead of panning)"],
+  ["Home / End", "first or last step"],
+  ["space", "play or pause"],
+];
+
 export function setTheme(host, name) {
   if (name !== "light" && name !== "dark") throw new Error(`theme must be "light" or "dark", got ${JSON.stringify(name)}`);
   host.dataset.theme = name;
@@ -61,7 +67,7 @@ export function buildPage(viewer) {
   viewer.status = el("div", { class: "gx-status", role: "status" });
   viewer.legend = el("div", { class: "gx-legend" });
   viewer.help = el("div", { class: "gx-help gx-hidden" });
-  for (const [key, what] of HELP) {
+  for (const [key, what] of viewer.stepper ? [...STEP_HELP, ...HELP.filter(([k]) => k !== "arrows")] : HELP) {
     const row = el("div");
     row.append(el("kbd", {}, key), document.createTextNode(" " + what));
     viewer.help.appendChild(row);
@@ -70,7 +76,9 @@ export function buildPage(viewer) {
   const stage = el("div", { class: "gx-stage" });
   stage.append(viewer.svg, viewer.legend, viewer.help, viewer.status);
   main.append(stage, viewer.panel);
-  host.append(bar, viewer.crumbs, main);
+  host.append(bar);
+  if (viewer.stepper) host.append(viewer.stepper.build());
+  host.append(viewer.crumbs, main);
 }
 
 /** Clicks on the drawing, the search box's Enter and Escape, and the keys (key) on the page. */
@@ -97,6 +105,7 @@ export function bindInput(viewer) {
 
 function key(viewer, event) {
   const { camera, folds } = viewer;
+  if (viewer.stepper && viewer.stepper.key(event)) return;
   const step = 60;
   const actions = {
     f: () => camera.fit(),

@@ -1,7 +1,8 @@
 // The Viewer: owns the state of one page (the graph, its folds, what is selected, matched and drawn) and
 // its parts, and holds the verbs the parts share: select an item, open or close groups. The work is in
 // the modules it calls: page.js (DOM and input), draw.js and looks.js (drawing), camera.js (pan and zoom),
-// layout-client.js (the layout worker), selection.js, panel.js, legend.js, search.js; api.js is the script API.
+// layout-client.js (the layout worker), selection.js, panel.js, legend.js, search.js, steps.js and stepper.js (a
+// replay's steps and the step bar); api.js is the script API.
 import { Camera } from "./camera.js";
 import { refresh } from "./draw.js";
 import { LayoutClient } from "./layout-client.js";
@@ -10,6 +11,8 @@ import { Folds, GradScale, Graph, pathMarks } from "./model.js";
 import { bindInput, buildPage } from "./page.js";
 import { showCrumbs, showPanel } from "./panel.js";
 import { paintMarks, revealOrigins, showOrigin } from "./selection.js";
+import { Stepper } from "./stepper.js";
+import { Steps } from "./steps.js";
 
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
@@ -40,6 +43,9 @@ export class Viewer {
     /** What is on the canvas: the view drawn last, with its elements by item (draw.js). */
     this.drawn = null;
     this.timings = { start: performance.now() };
+    /** A replay page's steps (steps.js) and its step bar (stepper.js); null on other pages. */
+    this.steps = data.steps ? new Steps(this.graph, data.steps) : null;
+    this.stepper = this.steps && this.steps.count ? new Stepper(this, this.steps) : null;
     buildPage(this);
     this.camera = new Camera(this.svg, this.viewport);
     drawLegend(this);
@@ -48,7 +54,10 @@ export class Viewer {
     this.camera.bindPointer();
     bindInput(this);
     this.layouts = new LayoutClient();
-    this.ready = refresh(this).then((visible) => showOrigin(this, visible));
+    this.ready = refresh(this).then((visible) => {
+      if (this.stepper) this.stepper.go(0);
+      return showOrigin(this, visible);
+    });
   }
 
   /** Select `item` (a node or a group; null: nothing): marks its paths, shows it in the panel (unless `keepPanel`) and the breadcrumbs. */

@@ -1,0 +1,244 @@
+// The step bar of a replay page: first / previous / next / last, a scrubber, play and pause with a speed, the keys
+// (←, →, Home, End, space); at step k it paints every drawn node done / waiting / pending, marks the node being
+// called (or the folded group it runs inside) and brings it into view, writes the gradients on its incoming edges
+// (per input slot) and outgoing edges (per next_functions position), each leaf's .grad so far, and the step in
+// the side panel with the reason the engine runs this node now (steps.js). Names are data: textContent only.
+import { el } from "./dom.js";
+import { printable } from "./text.js";
+
+const SPEEDS = [0.5, 1, 2, 5, 10, 30];
+
+/** An edge label's text is cut to this many characters (the panel shows the whole tensor). */
+const EDGE_TEXT = 14;
+
+/** A tensor record in one line for an edge label: torch's printing squeezed (cut), or its norm. */
+export function shortText(tensor, limit = EDGE_TEXT) {
+  if (!tensor || (tensor.values === null && !tensor.stats)) return "None";
+  if (tensor.values !== undefined && tensor.values !== null) {
+    const text = tensor.values.replace(/\s+/g, " ").replace(/^tensor\((.*)\)$/, "$1");
+    return text.length > limit ? text.slice(0, limit - 1) + "…" : text;
+  }
+  const s = tensor.stats;
+  return `‖g‖ ${fmt(s.norm)}${s.nonfinite ? ` ${s.nonfinite} non-finite` : ""}`;
+}
+
+function fmt(value) {
+  return typeof value === "number" ? String(Number(value.toPrecision(4))) : String(value);
+}
+
+/** The lines of a tensor for the panel: shape and dtype, then the values as torch prints them or the statistics. */
+function tensorBlock(tensor) {
+  if (!tensor || tensor.shape === null) return [el("div", { class: "gx-step-none" }, "None")];
+  const head = el("div", { class: "gx-step-meta" }, printable(`shape [${tensor.shape.join(", ")}] ${tensor.dtype}`));
+  // torch's own printing of numbers (never a name), shown with its line breaks.
+  if (tensor.values !== undefined) return [head, el("pre", { class: "gx-step-values" }, tensor.values)];
+  const s = tensor.stats;
+  const text = `norm ${fmt(s.norm)}  min ${fmt(s.min)}  max ${fmt(s.max)}  mean ${fmt(s.mean)}  non-finite ${s.nonfinite}`;
+  return [head, el("div", { class: "gx-step-stats" }, text)];
+}
+
+export class Stepper {
+  constructor(viewer, steps) {
+    this.viewer = viewer;
+    this.steps = steps;
+    this.k = 0;
+    this.timer = null;
+    this.speed = 2;
+    this.overlays = [];
+    this.drawnFor = null;
+    this.edgeMap = null;
+  }
+
+  /** The step bar, put above the canvas by page.js. */
+  build() {
+    const bar = el("div", { class: "gx-stepbar", role: "toolbar", "aria-label": "Steps of the backward pass" });
+    const button = (label, hint, action, name) => {
+      const b = el("button", { type: "button", title: hint, "data-step": name }, label);
+      b.addEventListener("click", () => {
+        action();
+        this.viewer.host.focus({ preventScroll: true });
+      });
+      bar.appendChild(b);
+      return b;
+    };
+    button("« first", "First step (Home)", () => this.go(0), "first");
+    button("‹ prev", "Previous step (←)", () => this.go(this.k - 1), "prev");
+    this.playButton = button("play", "Play or pause (space)", () => this.toggle(), "play");
+    button("next ›", "Next step (→)", () => this.go(this.k + 1), "next");
+    button("last »", "Last step (End)", () => this.go(this.steps.count - 1), "last");
+    this.scrubber = el("input", { type: "range", min: 0, max: Math.max(0, this.steps.count - 1), value: 0, class: "gx-scrubber", "aria-label": "Step" });
+    this.scrubber.addEventListener("input", () => this.go(Number(this.scrubber.value)));
+    this.speedBox = el("select", { class: "gx-speed", "aria-label": "Steps per second" });
+    for (const speed of SPEEDS) {
+      const option = el("option", { value: speed }, `${speed} steps/s`);
+      if (speed === this.speed) option.selected = true;
+      this.speedBox.appendChild(option);
+    }
+    this.speedBox.addEventListener("change", () => {
+      this.speed = Number(this.speedBox.value);
+      if (this.timer !== null) this.play();
+    });
+    this.label = el("span", { class: "gx-step-label", role: "status" });
+    bar.append(this.scrubber, this.speedBox, this.label);
+    return bar;
+  }
+
+  /** The keys of a step page; true when the key was a step key. */
+  key(event) {
+    const actions = {
+      ArrowLeft: () => this.go(this.k - 1),
+      ArrowRight: () => this.go(this.k + 1),
+      Home: () => this.go(0),
+      End: () => this.go(this.steps.count - 1),
+      " ": () => this.toggle(),
+    };
+    const action = actions[event.key];
+    if (!action) return false;
+    event.preventDefault();
+    action();
+    return true;
+  }
+
+  toggle() {
+    if (this.timer === null) this.play();
+    else this.pause();
+  }
+
+  play() {
+    if (this.timer !== null) clearInterval(this.timer);
+    if (this.k >= this.steps.count - 1) this.go(0);
+    this.timer = setInterval(() => {
+      if (this.k >= this.steps.count - 1) this.pause();
+      else this.go(this.k + 1);
+    }, 1000 / this.speed);
+    this.playButton.textContent = "pause";
+    this.viewer.host.dataset.playing = "true";
+  }
+
+  pause() {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.playButton.textContent = "play";
+    delete this.viewer.host.dataset.playing;
+  }
+
+  /** Go to step k (clamped) and show it; returns the step as data. */
+  go(k) {
+    this.k = Math.max(0, Math.min(this.steps.count - 1, Math.trunc(Number(k)) || 0));
+    this.scrubber.value = String(this.k);
+    this.label.textContent = `step ${this.k + 1} / ${this.steps.count}`;
+    const record = this.steps.step(this.k);
+    this.paint(record);
+    this.showPanel(record);
+    return record;
+  }
+
+  /** Graph edge → the drawn edge that shows it, recomputed when the drawing changes. */
+  drawnEdges() {
+    const drawn = this.viewer.drawn;
+    if (this.drawnFor !== drawn) {
+      this.edgeMap = new Map();
+      if (drawn) for (const edge of drawn.edges) for (const e of edge.edges) this.edgeMap.set(e, edge);
+      this.drawnFor = drawn;
+    }
+    return this.edgeMap;
+  }
+
+  /** Paint the drawing for the step `record` (also called by draw.js after each layout). */
+  paint(record = this.steps.step(this.k)) {
+    const viewer = this.viewer;
+    const drawn = viewer.drawn;
+    for (const overlay of this.overlays) overlay.remove();
+    this.overlays = [];
+    if (!drawn) return;
+    const { graph, folds } = viewer;
+    const { steps, k } = this;
+    const v = steps.nodes[k];
+    const current = drawn.rep[v];
+    for (const item of drawn.items) {
+      const g = drawn.elements.get(item);
+      if (!g) continue;
+      const state = folds.isGroup(item) ? null : steps.state(item, k);
+      for (const name of ["done", "waiting", "pending"]) g.classList.toggle(`gx-step-${name}`, state === name);
+      g.classList.toggle("gx-step-current", item === current);
+      g.classList.toggle("gx-step-ready", state === "waiting" && steps.ready(item, k));
+      if (state === "done" && graph.field(item, "kind") === "leaf") {
+        const grad = steps.leafGrad(item, k);
+        if (grad) this.note(g, g.querySelector(".gx-shape"), `.grad ${shortText(grad, 16)}`, "gx-step-grad", true);
+      }
+    }
+    const currentElement = drawn.elements.get(current);
+    if (currentElement) {
+      currentElement.dataset.running = folds.isGroup(current) ? `running inside: ${graph.id(v)} ${record.op}` : "";
+      if (folds.isGroup(current)) this.note(currentElement, currentElement.querySelector(".gx-shape"), `▶ running inside: ${record.op}`, "gx-step-inside", true);
+      viewer.camera.centerOn(currentElement);
+    }
+    const edges = this.drawnEdges();
+    const labelled = new Set();
+    const label = (e, text, cls) => {
+      const edge = edges.get(e);
+      if (!edge || !edge.element || labelled.has(edge)) return;
+      labelled.add(edge);
+      edge.element.classList.add(cls);
+      this.overlays.push({ remove: () => edge.element.classList.remove(cls) });
+      this.note(edge.element, edge.element.querySelector(".gx-edge-label rect"), text, `gx-step-flow ${cls}-text`, false);
+    };
+    for (const input of record.inputs) {
+      for (const arrival of input.edges) label(arrival.edge, shortText(arrival), "gx-step-in");
+    }
+    for (const output of record.outputs) {
+      if (output.edge !== null) label(output.edge, shortText(output), "gx-step-out");
+    }
+  }
+
+  /** A text under `anchor` (an SVG rect or path inside group g), removed at the next step. */
+  note(g, anchor, text, cls, below) {
+    if (!anchor) return;
+    const box = anchor.getBBox();
+    // The edge's own label already says i→k; the note under it is the gradient that flows along it.
+    const t = el("svg:text", { class: cls, x: box.x + box.width / 2, y: below ? box.y + box.height + 13 : box.y + box.height + 12, "text-anchor": "middle" });
+    t.textContent = printable(text.length > 90 ? text.slice(0, 89) + "…" : text);
+    g.appendChild(t);
+    this.overlays.push(t);
+  }
+
+  /** The step in the side panel: node, op, module, why now, inputs per slot, outputs per position, the leaf's .grad. */
+  showPanel(record) {
+    const { panel } = this.viewer;
+    panel.replaceChildren();
+    const section = el("section", { class: "gx-step-panel", "data-step-index": record.index });
+    section.appendChild(el("h2", {}, printable(`Step ${record.index + 1} of ${this.steps.count}: ${record.op}`)));
+    const facts = el("dl", { class: "gx-attributes" });
+    const fact = (key, value) => facts.append(el("dt", {}, key), el("dd", { "data-fact": key }, printable(value)));
+    fact("node", record.node);
+    fact("op", record.op);
+    const title = this.viewer.graph.field(this.steps.nodes[record.index], "names");
+    if (Array.isArray(title) && title.length) fact("leaf", title.join(", "));
+    if (record.module !== undefined) fact("module", record.module);
+    section.appendChild(facts);
+    section.appendChild(el("h3", {}, "Why now"));
+    section.appendChild(el("p", { class: "gx-step-reason" }, this.steps.reason(record.index)));
+    section.appendChild(el("h3", {}, "Inputs (per input slot)"));
+    for (const input of record.inputs) {
+      const block = el("div", { class: "gx-step-slot", "data-slot": input.slot });
+      const from = input.edges.map((arrival) => `${arrival.from}[${arrival.position}]`).join(" + ");
+      block.appendChild(el("div", { class: "gx-step-head" }, printable(`slot ${input.slot}` + (from ? ` ← ${from}` : "") + (input.edges.length > 1 ? " (summed)" : ""))));
+      block.append(...tensorBlock(input));
+      section.appendChild(block);
+    }
+    section.appendChild(el("h3", {}, "Outputs (per next_functions position)"));
+    if (!record.outputs.length) section.appendChild(el("p", { class: "gx-hint" }, "none: a leaf's AccumulateGrad has no next_functions"));
+    for (const output of record.outputs) {
+      const block = el("div", { class: "gx-step-position", "data-position": output.position });
+      const to = output.to === null ? " → (None, 0)" : ` → ${output.to} slot ${output.input_nr}`;
+      block.appendChild(el("div", { class: "gx-step-head" }, printable(`${output.position}→${output.input_nr ?? "-"}${to}`)));
+      block.append(...tensorBlock(output));
+      section.appendChild(block);
+    }
+    if (record.grad) {
+      section.appendChild(el("h3", {}, "The leaf's .grad after this step"));
+      section.append(...tensorBlock(record.grad));
+    }
+    panel.appendChild(section);
+  }
+}
