@@ -371,3 +371,88 @@ def test_hooks_replay_refuses_a_node_hook_it_can_see():
     loss.grad_fn.register_prehook(lambda grads: None)
     with pytest.raises(gradexport.ReplayError, match="SumBackward0"):
         gradexport.replay(loss, params={"x": x})
+
+
+def test_saved_tensors_freed_by_backward_sizes_survive_retain_graph_keeps():
+    """concepts/saved-tensors.md, multiply-then-sum.md: backward() frees buffers (reading raises, a second pass fails); sizes stay."""
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    loss = (x * w).sin().sum()
+    sin = loss.grad_fn.next_functions[0][0]
+    mul = sin.next_functions[0][0]
+    assert type(sin).__name__ == "SinBackward0" and torch.equal(mul._saved_self, x) and torch.equal(mul._saved_other, w)
+    loss.backward()
+    with pytest.raises(RuntimeError, match="freed"):
+        mul._saved_self  # noqa: B018
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    assert tuple(loss.grad_fn._saved_self_sym_sizes) == (3,)
+    kept = (x * w).sin().sum()
+    kept.backward(retain_graph=True)
+    kept.backward()
+    assert torch.allclose(x.grad, 3 * torch.cos(x * w).detach() * w.detach())
+
+
+def test_blog_accumulate_grad_adds_and_no_grad_keeps_gradients_plain():
+    """multiply-then-sum.md: AccumulateGrad adds to .grad; outside no_grad a hand call records a graph; backward() records none."""
+    x = torch.randn(3, requires_grad=True)
+    y = torch.randn(3, requires_grad=True)
+    loss = (x * y).sum()
+    back_mul = loss.grad_fn.next_functions[0][0]
+    back_x = back_mul.next_functions[0][0]
+    assert back_x.variable is x
+    dx, _ = back_mul(loss.grad_fn(torch.tensor(1.0)))
+    assert dx.grad_fn is not None
+    back_x(dx)
+    assert x.grad.grad_fn is not None
+    x.grad = None
+    with torch.no_grad():
+        back_x(y.detach())
+        back_x(y.detach())
+    assert torch.equal(x.grad, 2 * y.detach()) and x.grad.grad_fn is None
+    x.grad = None
+    (x * y).sum().backward()
+    assert x.grad.grad_fn is None
+    x.grad = None
+    (x * y).sum().backward(create_graph=True)
+    assert x.grad.grad_fn is not None
+
+
+def test_edges_the_engine_passes_none_to_a_slot_that_received_nothing():
+    """concepts/edges.md: chunk's unused middle output: the engine calls SplitBackward0 with None in slot 1."""
+    w = torch.randn(6, requires_grad=True)
+    first, _, third = w.chunk(3)
+    loss = (third * 2 + first).sum()
+    split = loss.grad_fn.next_functions[0][0].next_functions[1][0]
+    seen = []
+    split.register_prehook(lambda grads: seen.append([g is not None for g in grads]))
+    loss.backward()
+    assert type(split).__name__ == "SplitBackward0" and seen == [[True, False, True]]
+    assert torch.equal(w.grad, torch.tensor([1.0, 1.0, 0.0, 0.0, 2.0, 2.0]))
+
+
+def test_edges_the_multidigraph_key_is_next_index():
+    """concepts/edges.md: the edge key in gradexport's MultiDiGraph is i, so a + a keeps two edges."""
+    a = torch.randn(3, requires_grad=True)
+    graph = gradexport.to_networkx(a + a, params={"a": a})
+    add_edges = [(key, data) for u, _, key, data in graph.edges(keys=True, data=True) if graph.nodes[u].get("op") == "AddBackward0"]
+    assert sorted(add_edges, key=lambda item: item[0]) == [(0, {"next_index": 0, "input_nr": 0}), (1, {"next_index": 1, "input_nr": 0})]
+
+
+def test_opaque_reentrant_checkpoint_hides_parameters_non_reentrant_keeps_them():
+    """concepts/opaque-nodes.md: use_reentrant=True records one CheckpointFunctionBackward without the block's parameters."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    x = torch.randn(2, 4, requires_grad=True)
+    names = {"x": x, **dict(block.named_parameters())}
+
+    def leaves(out: torch.Tensor) -> set[str]:
+        graph = gradexport.to_networkx(out, params=names)
+        return {name for _, data in graph.nodes(data=True) if data["kind"] == "leaf" for name in data["names"]}
+
+    opaque = checkpoint(block, x, use_reentrant=True).sum()
+    assert type(opaque.grad_fn.next_functions[0][0]).__name__ == "CheckpointFunctionBackward"
+    assert leaves(opaque) == {"x"}
+    assert leaves(checkpoint(block, x, use_reentrant=False).sum()) == set(names)
