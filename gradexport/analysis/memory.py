@@ -100,6 +100,13 @@ def saved_memory(
 
     Raises:
         ValueError: for a graph built without ``saved=True``, or ``top < 1``.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.randn(256, requires_grad=True)
+        >>> report = saved_memory(x.exp().sin().sum(), params={"x": x})
+        >>> [(holder.op, holder.saved_bytes) for holder in report.nodes]  # exp's result, saved by both, counts once
+        [('SinBackward0', 1024), ('ExpBackward0', 0)]
     """
     if top < 1:
         raise ArgumentValueError(f"saved_memory: top must be at least 1, got {top}")

@@ -129,6 +129,15 @@ def replay(
         gradexport.RootError: for roots that have no graph.
         RuntimeError, ValueError, TypeError: for ``grad_outputs`` that do not
             fit the roots (as torch's own checks).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> record = gradexport.replay((x * x).sum(), params={"x": x})
+        >>> [(step.node, step.op) for step in record.steps]
+        [('n1', 'SumBackward0'), ('n2', 'MulBackward0'), ('n3', 'AccumulateGrad')]
+        >>> record.grads["x"], x.grad
+        (tensor([2., 4.]), tensor([2., 4.]))
     """
     result = trace(roots, params=params, module=module, caller="replay")
     graph = result.graph

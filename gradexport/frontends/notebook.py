@@ -92,6 +92,13 @@ def show(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> Gra
     Raises:
         GraphvizNotFoundError: ``prog`` was given and names no Graphviz program
             (without ``prog``, a notebook shows Mermaid where Graphviz is missing).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> view = show((x * 2).sum(), params={"x": x})
+        >>> view  # a notebook shows it as SVG (Graphviz) or as a Mermaid page
+        GraphView(4 nodes, 3 edges)
     """
     graph, export_options = as_graph(graph_or_roots, ("svg", "mermaid"), caller="show", **options)
     prog = export_options.render.prog
