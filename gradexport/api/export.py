@@ -303,7 +303,7 @@ def write(
         stem: The file name without extension.
         progress: Show a progress bar on stderr (``True``), or advance this
             tqdm bar by one step per file.
-        **options: Trace, fold, diagram and render options (see the module docstring).
+        **options: Trace, fold, diagram and render options (see `gradexport.api.export`).
 
     Returns:
         The path written for each format, in the order given.

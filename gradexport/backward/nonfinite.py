@@ -17,8 +17,9 @@ values included, and the graph's buffers are freed, as after any backward.
 
 Why not anomaly mode alone: ``torch.autograd.detect_anomaly()`` raises at the
 first node whose output holds NaN, but it ignores Inf (log of 0, division by
-0) and it names the op, not the edge, the parameters or the other nodes that
-went non-finite in the same pass. Its forward tracebacks are used here: run
+0) and it names the op and the position of the output ("returned nan values
+in its 0th output"), not the node that output was going to, the parameters or
+the other nodes that went non-finite in the same pass. Its forward tracebacks are used here: run
 the forward under ``torch.autograd.set_detect_anomaly(True)`` and each origin
 carries the line of the forward that created it.
 
@@ -184,7 +185,7 @@ def find_nonfinite(
 ) -> NonfiniteReport | None:
     """Run the backward pass of ``roots`` and report where a NaN or Inf gradient started.
 
-    A real `torch.autograd.backward` (see the module docstring): the
+    A real `torch.autograd.backward` (see `gradexport.backward.nonfinite`): the
     leaves' ``.grad`` are accumulated as without it and the graph is freed.
 
     Args:
