@@ -139,3 +139,17 @@ def test_api_reference_shows_the_public_api_as_written(built_site):
     plugin = page_html(built_site, "reference-plugin.md")
     for option in ("show", "formats", "graph"):
         assert re.search(rf"<li>\s*<p>\s*<code>{option}</code>|<li><code>{option}</code>", plugin), option
+
+
+def test_no_page_shows_the_build_machines_paths(built_site):
+    """Printed tracebacks name a page by its place in docs/, not by where the site was built."""
+    for page in built_site.directory.rglob("*.html"):
+        assert str(REPO) not in page.read_text(encoding="utf-8"), page
+    assert str(REPO) not in (built_site.directory / "search" / "search_index.json").read_text(encoding="utf-8")
+    debugging = html.unescape(re.sub(r"<[^>]+>", "", page_html(built_site, "guides/debugging.md")))
+    assert 'File "guides/debugging.md", line' in debugging
+
+
+def test_sitemap_lists_every_page(built_site):
+    sitemap = (built_site.directory / "sitemap.xml").read_text(encoding="utf-8")
+    assert sitemap.count("<loc>") == len(list(DOCS.rglob("*.md")))

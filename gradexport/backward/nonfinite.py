@@ -390,11 +390,15 @@ def _mark(
     graph.graph["nonfinite"] = [node_id for node_id in order if node_id in origins]
 
 
+#: gradexport's own folder: its frames (the MkDocs plugin's runner, run_with_large_stack) are not the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _user_frames(stack: str) -> list[str]:
-    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's own."""
+    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's and gradexport's own."""
     frames = ["  File " + frame for frame in re.split(r"(?m)^  File ", stack) if frame.strip()]
-    torch_dir = os.path.dirname(torch.__file__) + os.sep
-    kept = [frame for frame in frames if not frame.startswith(f'  File "{torch_dir}')]
+    own = tuple(f'  File "{folder}{os.sep}' for folder in (os.path.dirname(torch.__file__), _PACKAGE_DIR))
+    kept = [frame for frame in frames if not frame.startswith(own)]
     return (kept or frames)[-TRACEBACK_FRAMES:]
 
 
@@ -424,6 +428,6 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
             )
         else:
             frames = _user_frames(origin.traceback)
-            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch):")
+            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch and gradexport):")
             lines += [f"{indent}  {line}" for frame in frames for line in frame.rstrip().splitlines()]
     return lines
