@@ -19,7 +19,7 @@ def _types(node: torch.autograd.graph.Node) -> list[str | None]:
     return [None if child is None else type(child).__name__ for child, _ in node.next_functions]
 
 
-def test_edges_a_python_number_is_a_none_slot_not_a_missing_entry():
+def test_edges_a_number_in_multiplication_is_a_none_slot():
     """concepts/edges.md: `x * 0.5` records MulBackward0 with ((AccumulateGrad, 0), (None, 0))."""
     x = torch.randn(3, requires_grad=True)
     node = (x * 0.5).grad_fn
@@ -210,3 +210,249 @@ def test_mermaid_and_dot_draw_module_boxes_differently():
     assert 'subgraph "cluster_' in dot and "dashed" in dot[dot.index('subgraph "cluster_') :]
     assert "\n  subgraph " in mermaid
     assert "style g" not in mermaid and "dashed" not in mermaid[mermaid.index("subgraph") :]
+
+
+# ---- issue 22: the claims a learner tried, each against torch ----
+
+
+class _Scale(torch.autograd.Function):
+    """A custom Function with a Python-number argument."""
+
+    @staticmethod
+    def forward(ctx, tensor, factor):  # type: ignore[override]
+        ctx.factor = factor
+        return tensor * factor
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return grad * ctx.factor, None
+
+
+NUMBER_WITHOUT_ENTRY = {
+    "x ** 2": lambda x: x**2,
+    "x.pow(2)": lambda x: x.pow(2),
+    "2 ** x": lambda x: 2**x,
+    "2 - x": lambda x: 2 - x,
+    "x.clamp(min=0)": lambda x: x.clamp(min=0),
+    "x.masked_fill(m, 1.)": lambda x: x.masked_fill(torch.tensor([True, False, True]), 1.0),
+    "custom Function": lambda x: _Scale.apply(x, 3.0),
+}
+
+
+@pytest.mark.parametrize("text", sorted(NUMBER_WITHOUT_ENTRY))
+def test_edges_most_python_numbers_get_no_entry(text):
+    """concepts/edges.md, multiply-then-sum.md, glossary: a number argument usually has no entry at all."""
+    x = torch.randn(3, requires_grad=True)
+    node = NUMBER_WITHOUT_ENTRY[text](x).grad_fn
+    assert _types(node) == ["AccumulateGrad"]
+
+
+@pytest.mark.parametrize("text", ["x * 0.5", "x + 1", "x - 1", "x / 2"])
+def test_edges_arithmetic_with_a_number_keeps_a_none_slot(text):
+    """concepts/edges.md: the binary arithmetic ops wrap the number as the other operand, a (None, 0) entry."""
+    x = torch.randn(3, requires_grad=True)
+    node = eval(text, {"x": x}).grad_fn
+    assert _types(node) == ["AccumulateGrad", None] and node.next_functions[1] == (None, 0)
+
+
+def test_edges_an_absent_optional_tensor_is_a_none_slot():
+    """concepts/edges.md, glossary: layer_norm without weight and bias, a conv without bias give (None, 0) slots."""
+    x = torch.randn(2, 3, requires_grad=True)
+    assert F.layer_norm(x, (3,)).grad_fn.next_functions[1:] == ((None, 0), (None, 0))
+    conv = torch.nn.Conv1d(1, 1, 2, bias=False)
+    node = conv(torch.randn(1, 1, 4, requires_grad=True)).grad_fn
+    assert type(node).__name__ == "ConvolutionBackward0"
+    assert _types(node)[:2] == ["AccumulateGrad", "AccumulateGrad"] and node.next_functions[2] == (None, 0)
+
+
+def test_glossary_next_index_counts_differentiable_inputs_only():
+    """glossary: in torch.where(cond, x, c) x is argument 1 but entry 0; F.embedding's weight is argument 1, entry 0."""
+    x = torch.randn(3, requires_grad=True)
+    where = torch.where(torch.tensor([True, False, True]), x, torch.zeros(3)).grad_fn
+    assert len(where.next_functions) == 2 and where.next_functions[0][0].variable is x
+    assert where.next_functions[1] == (None, 0)
+    table = torch.randn(4, 3, requires_grad=True)
+    embedding = F.embedding(torch.tensor([0, 2]), table).grad_fn
+    assert len(embedding.next_functions) == 1 and embedding.next_functions[0][0].variable is table
+
+
+@pytest.mark.parametrize("op", ["max(dim)", "sort", "topk", "unbind"])
+def test_glossary_one_slot_per_differentiable_output(op):
+    """glossary, edges.md: max(dim), sort, topk return values and indices but their node has one slot."""
+    x = torch.randn(2, 3, requires_grad=True)
+    outputs = {"max(dim)": lambda: x.max(dim=1), "sort": lambda: x.sort(), "topk": lambda: x.topk(2), "unbind": lambda: x.unbind()}[op]()
+    differentiable = [t for t in outputs if t.requires_grad]
+    node = differentiable[0].grad_fn
+    assert len(node._input_metadata) == len(differentiable) == (2 if op == "unbind" else 1)
+    assert len(outputs) == 2  # two tensors came out either way
+    with torch.no_grad(), pytest.raises(TypeError):
+        node(*[torch.ones(2)] * (len(differentiable) + 1))
+
+
+def test_debugging_anomaly_mode_names_the_output_position():
+    """guides/debugging.md: anomaly mode's error names the node and the output position, nothing else."""
+    import warnings
+
+    x = torch.tensor([0.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autograd.detect_anomaly():
+            x.sqrt().sum().backward()  # an Inf alone: no error
+            assert torch.isinf(x.grad).all()
+            with pytest.raises(RuntimeError) as raised:
+                (x.sqrt() * 0).sum().backward()  # 0 * Inf is NaN, inside SqrtBackward0
+    assert str(raised.value).startswith("Function 'SqrtBackward0' returned nan values in its 0th output.")
+
+
+def test_hooks_full_backward_pre_hook_adds_nodes_too():
+    """concepts/hooks.md: register_full_backward_pre_hook wraps the outputs in BackwardHookFunctionBackward as well."""
+    layer = torch.nn.Linear(3, 1)
+    layer.register_full_backward_pre_hook(lambda module, grad_output: None)
+    assert type(layer(torch.randn(2, 3)).grad_fn).__name__ == "BackwardHookFunctionBackward"
+    plain = torch.nn.Linear(3, 1)
+    plain.register_forward_hook(lambda module, args, output: None)
+    assert type(plain(torch.randn(2, 3)).grad_fn).__name__ == "AddmmBackward0"
+
+
+def test_leaves_an_unrecorded_result_is_a_leaf():
+    """concepts/leaves-and-roots.md: an op on tensors that need no gradient records nothing; its result is a leaf."""
+    made = torch.randn(3) * 2
+    assert made.is_leaf and made.grad_fn is None
+    with torch.no_grad():
+        under = torch.randn(3, requires_grad=True) * 2
+    assert under.is_leaf and under.grad_fn is None
+    recorded = torch.randn(3, requires_grad=True) * 2
+    assert not recorded.is_leaf
+
+
+def test_in_place_version_counter_is_shared_by_view_and_base():
+    """concepts/in-place.md: a view and its base share one _version counter."""
+    base = torch.randn(4)
+    view = base[1:3]
+    view.add_(1)
+    assert base._version == view._version == 1
+    base.mul_(2)
+    assert base._version == view._version == 2
+    other = base.clone()
+    assert other._version == 0
+
+
+def test_edges_lstm_h_n_and_c_n_come_from_stack_backward():
+    """concepts/edges.md: on CPU nn.LSTM's h_n and c_n are outputs of StackBackward0, not slots of the LSTM's node."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4, num_layers=2)
+    out, (h_n, c_n) = lstm(torch.randn(2, 1, 3))
+    assert type(h_n.grad_fn).__name__ == type(c_n.grad_fn).__name__ == "StackBackward0"
+    assert h_n.grad_fn is not c_n.grad_fn and h_n.output_nr == c_n.output_nr == 0
+    assert type(out.grad_fn).__name__ != "StackBackward0"
+    one = torch.nn.LSTM(3, 4)
+    out, (h_n, c_n) = one(torch.randn(2, 1, 3))
+    layer = out.grad_fn  # one node per layer, with slots for the output, h and c
+    assert len(layer._input_metadata) == 3 and out.output_nr == 0
+    assert h_n.grad_fn.next_functions == ((layer, 1),) and c_n.grad_fn.next_functions == ((layer, 2),)
+
+
+def test_edges_some_float_tensors_have_no_entry():
+    """concepts/edges.md: nll_loss's class weight and batch_norm's running statistics get no entry; its absent weight and bias do."""
+    logits = torch.randn(2, 3, requires_grad=True)
+    assert len(F.nll_loss(logits, torch.tensor([0, 1]), weight=torch.ones(3)).grad_fn.next_functions) == 1
+    rows = torch.randn(2, 3, requires_grad=True)
+    node = F.batch_norm(rows, torch.zeros(3), torch.ones(3), training=True).grad_fn
+    assert node.next_functions[1:] == ((None, 0), (None, 0))
+    weight = torch.ones(3, requires_grad=True)
+    with_weight = F.batch_norm(rows, torch.zeros(3), torch.ones(3), weight=weight, training=True).grad_fn
+    assert with_weight.next_functions[1][0].variable is weight and len(with_weight.next_functions) == 3
+
+
+def test_hooks_replay_refuses_a_node_hook_it_can_see():
+    """concepts/hooks.md: gradexport.replay raises ReplayError naming the node instead of skipping a hook."""
+    x = torch.randn(3, requires_grad=True)
+    loss = x.sin().sum()
+    loss.grad_fn.register_prehook(lambda grads: None)
+    with pytest.raises(gradexport.ReplayError, match="SumBackward0"):
+        gradexport.replay(loss, params={"x": x})
+
+
+def test_saved_tensors_freed_by_backward_sizes_survive_retain_graph_keeps():
+    """concepts/saved-tensors.md, multiply-then-sum.md: backward() frees buffers (reading raises, a second pass fails); sizes stay."""
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    loss = (x * w).sin().sum()
+    sin = loss.grad_fn.next_functions[0][0]
+    mul = sin.next_functions[0][0]
+    assert type(sin).__name__ == "SinBackward0" and torch.equal(mul._saved_self, x) and torch.equal(mul._saved_other, w)
+    loss.backward()
+    with pytest.raises(RuntimeError, match="freed"):
+        mul._saved_self  # noqa: B018
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
+    assert tuple(loss.grad_fn._saved_self_sym_sizes) == (3,)
+    kept = (x * w).sin().sum()
+    kept.backward(retain_graph=True)
+    kept.backward()
+    assert torch.allclose(x.grad, 3 * torch.cos(x * w).detach() * w.detach())
+
+
+def test_blog_accumulate_grad_adds_and_no_grad_keeps_gradients_plain():
+    """multiply-then-sum.md: AccumulateGrad adds to .grad; outside no_grad a hand call records a graph; backward() records none."""
+    x = torch.randn(3, requires_grad=True)
+    y = torch.randn(3, requires_grad=True)
+    loss = (x * y).sum()
+    back_mul = loss.grad_fn.next_functions[0][0]
+    back_x = back_mul.next_functions[0][0]
+    assert back_x.variable is x
+    dx, _ = back_mul(loss.grad_fn(torch.tensor(1.0)))
+    assert dx.grad_fn is not None
+    back_x(dx)
+    assert x.grad.grad_fn is not None
+    x.grad = None
+    with torch.no_grad():
+        back_x(y.detach())
+        back_x(y.detach())
+    assert torch.equal(x.grad, 2 * y.detach()) and x.grad.grad_fn is None
+    x.grad = None
+    (x * y).sum().backward()
+    assert x.grad.grad_fn is None
+    x.grad = None
+    (x * y).sum().backward(create_graph=True)
+    assert x.grad.grad_fn is not None
+
+
+def test_edges_the_engine_passes_none_to_a_slot_that_received_nothing():
+    """concepts/edges.md: chunk's unused middle output: the engine calls SplitBackward0 with None in slot 1."""
+    w = torch.randn(6, requires_grad=True)
+    first, _, third = w.chunk(3)
+    loss = (third * 2 + first).sum()
+    split = loss.grad_fn.next_functions[0][0].next_functions[1][0]
+    seen = []
+    split.register_prehook(lambda grads: seen.append([g is not None for g in grads]))
+    loss.backward()
+    assert type(split).__name__ == "SplitBackward0" and seen == [[True, False, True]]
+    assert torch.equal(w.grad, torch.tensor([1.0, 1.0, 0.0, 0.0, 2.0, 2.0]))
+
+
+def test_edges_the_multidigraph_key_is_next_index():
+    """concepts/edges.md: the edge key in gradexport's MultiDiGraph is i, so a + a keeps two edges."""
+    a = torch.randn(3, requires_grad=True)
+    graph = gradexport.to_networkx(a + a, params={"a": a})
+    add_edges = [(key, data) for u, _, key, data in graph.edges(keys=True, data=True) if graph.nodes[u].get("op") == "AddBackward0"]
+    assert sorted(add_edges, key=lambda item: item[0]) == [(0, {"next_index": 0, "input_nr": 0}), (1, {"next_index": 1, "input_nr": 0})]
+
+
+def test_opaque_reentrant_checkpoint_hides_parameters_non_reentrant_keeps_them():
+    """concepts/opaque-nodes.md: use_reentrant=True records one CheckpointFunctionBackward without the block's parameters."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    x = torch.randn(2, 4, requires_grad=True)
+    names = {"x": x, **dict(block.named_parameters())}
+
+    def leaves(out: torch.Tensor) -> set[str]:
+        graph = gradexport.to_networkx(out, params=names)
+        return {name for _, data in graph.nodes(data=True) if data["kind"] == "leaf" for name in data["names"]}
+
+    opaque = checkpoint(block, x, use_reentrant=True).sum()
+    assert type(opaque.grad_fn.next_functions[0][0]).__name__ == "CheckpointFunctionBackward"
+    assert leaves(opaque) == {"x"}
+    assert leaves(checkpoint(block, x, use_reentrant=False).sum()) == set(names)

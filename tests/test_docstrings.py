@@ -51,3 +51,17 @@ def test_the_checks_find_what_they_look_for():
     text = 'Example:\n    >>> 1\n\nSee :func:`gradexport.replay` and this::\n\n    code\n'
     assert all(pattern.search(text) for pattern in PROBLEMS.values())
     assert not any(pattern.search("Examples:\n    `gradexport.replay`, ``a::b``\n") for pattern in PROBLEMS.values())
+
+
+def test_every_public_function_has_an_example():
+    """The API reference shows an example for each function of gradexport.__all__ (a doctest, so it also runs)."""
+    import inspect
+
+    import gradexport
+
+    missing = [
+        name
+        for name in gradexport.__all__
+        if inspect.isfunction(getattr(gradexport, name)) and "Examples:" not in (inspect.getdoc(getattr(gradexport, name)) or "")
+    ]
+    assert not missing, missing

@@ -66,10 +66,7 @@ def parsed(dot_text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, s
         for node in scope.get_nodes()
         if node.get_name() not in ("node", "edge", "graph")
     }
-    edges = [
-        (edge.get_source().strip('"'), edge.get_destination().strip('"'), label_lines(edge.get_label())[0])
-        for edge in graph.get_edges()
-    ]
+    edges = [(edge.get_source().strip('"'), edge.get_destination().strip('"'), label_lines(edge.get_label())[0]) for edge in graph.get_edges()]
     return nodes, edges
 
 
@@ -209,8 +206,10 @@ def test_gradient_norms_label_and_colour_edges_by_log_magnitude():
         grad = {"norm": norm, "has_nan": norm != norm, "has_inf": False}
         graph.add_edge("n0", target, key=index, next_index=index, input_nr=0, grad=grad)
     lines = {line.split('"')[3]: line for line in dot.to_dot(graph).splitlines() if "->" in line}
-    assert "‖g‖ 0.001" in lines["n1"] and f'color="{GRAD_COLORS[0]}"' in lines["n1"]
-    assert f'color="{GRAD_COLORS[-1]}"' in lines["n3"]
+    # The fixed decades: 0.001 starts step 1, 1 step 4, 1000 is past the last bound (10).
+    assert "‖g‖ 0.001" in lines["n1"] and f'color="{GRAD_COLORS[1]}"' in lines["n1"]
+    assert f'color="{GRAD_COLORS[4]}"' in lines["n2"] and f'color="{GRAD_COLORS[-1]}"' in lines["n3"]
+    assert "fontcolor" not in lines["n1"]  # the label keeps the edge default, dark enough to read
     assert f'color="{GRAD_BAD_COLOR}"' in lines["n4"] and "‖g‖ nan" in lines["n4"]
     assert "color=" not in dot.to_dot(graph, DiagramOptions(grad_norms=False)).split("->", 1)[1]
 
@@ -222,9 +221,7 @@ def test_to_pydot_matches_the_text():
     as_object = gradexport.to_pydot((x * y).sum(), params={"x": x, "y": y})
     assert isinstance(as_object, pydot.Dot)
     assert len(as_object.get_edges()) == 4
-    assert sorted(node.get_name() for node in as_object.get_nodes() if node.get_name().startswith('"n')) == [
-        f'"n{i}"' for i in range(5)
-    ]
+    assert sorted(node.get_name() for node in as_object.get_nodes() if node.get_name().startswith('"n')) == [f'"n{i}"' for i in range(5)]
 
 
 def test_write_dot_streams_to_a_file_object(tmp_path):
@@ -233,3 +230,25 @@ def test_write_dot_streams_to_a_file_object(tmp_path):
     with path.open("w", encoding="utf-8") as file:
         dot.write_dot(graph, file)
     assert path.read_text(encoding="utf-8") == dot.to_dot(graph)
+
+
+def test_gradient_colours_are_the_same_in_every_graph_and_have_a_legend():
+    """The scale is fixed: a norm gets the same colour whatever else the graph holds; Graphviz draws the legend."""
+
+    def drawn(norms: list[float]) -> tuple[str, dict[str, str]]:
+        graph = nx.MultiDiGraph()
+        graph.add_node("n0", kind="backward", op="Op")
+        for index, norm in enumerate(norms):
+            graph.add_node(f"n{index + 1}", kind="backward", op="Op")
+            graph.add_edge("n0", f"n{index + 1}", key=index, next_index=index, input_nr=0, grad={"norm": norm, "has_nan": False, "has_inf": False})
+        text = dot.to_dot(graph)
+        return text, {line.split('"')[3]: re.search(r'color="([^"]+)"', line)[1] for line in text.splitlines() if "->" in line}
+
+    text, alone = drawn([3.6, 4.54])
+    _, beside = drawn([3.6, 1e-5])
+    assert alone["n1"] == alone["n2"] == beside["n1"] and beside["n2"] != beside["n1"]
+    svg = "".join(svg_text_lines(render_with_dot(text)))
+    assert "‖g‖ on an edge" in svg and "1 – 10" in svg and "NaN or Inf" in svg
+    plain = nx.MultiDiGraph()
+    plain.add_edge("n0", "n1", key=0, next_index=0, input_nr=0)
+    assert "‖g‖ on an edge" not in dot.to_dot(plain)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +249,19 @@ def test_tensor_hook_that_makes_inf_is_received_by_the_consumer() -> None:
     ((source, target, key),) = report.first.gradients[0].edges
     assert not report.graph.edges[source, target, key]["grad"]["has_inf"]
     assert torch.isinf(x.grad).all()
+
+
+def test_the_printed_traceback_leaves_out_gradexports_own_frames() -> None:
+    """A forward run through gradexport (run_with_large_stack, the MkDocs runner) prints only the user's frames."""
+
+    def forward() -> tuple[torch.Tensor, torch.Tensor]:
+        x = torch.tensor([0.0, 1.0], requires_grad=True)
+        return x, x.sqrt().sum()  # the user's line
+
+    with torch.autograd.set_detect_anomaly(True):
+        x, loss = gradexport.run_with_large_stack(forward)
+    report = gradexport.find_nonfinite(loss, params={"x": x})
+    assert report is not None and "stack.py" in (report.first.traceback or "")  # the stored traceback is complete
+    text = str(report)
+    assert "return x, x.sqrt().sum()" in text and "outside torch and gradexport" in text
+    assert str(Path(gradexport.__file__).parent) not in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -370,3 +371,21 @@ def test_blog_pages_step_through_the_replay_with_torchs_values(built_site, site_
         assert shown == calls, path
         assert errors == [], path
         page.close()
+def test_site_follows_the_systems_dark_mode_preference(built_site, site_url, browser):
+    """A first visit (nothing stored) takes the scheme from prefers-color-scheme; the toggle still overrides it."""
+    for preference, scheme in (("dark", "slate"), ("light", "default")):
+        page = browser.new_page()
+        page.emulate_media(color_scheme=preference)
+        page.goto(site_url + "concepts/edges/", wait_until="load")
+        assert page.evaluate("document.body.dataset.mdColorScheme") == scheme, preference
+        page.locator("form[data-md-component=palette] label:visible").first.click()
+        page.wait_for_timeout(200)
+        assert page.evaluate("document.body.dataset.mdColorScheme") != scheme, preference
+        page.close()
+
+
+def test_search_suggests_and_highlights(built_site):
+    """Material's search.suggest and search.highlight are on (they are read from the page's config)."""
+    text = (built_site.directory / "index.html").read_text(encoding="utf-8")
+    config = json.loads(re.search(r'<script id="__config" type="application/json">(.*?)</script>', text, re.S)[1])
+    assert {"search.suggest", "search.highlight"} <= set(config["features"])

@@ -74,10 +74,43 @@ def test_mermaid_is_served_from_the_site_and_loaded_first(built_site):
             assert -1 < text.find("js/mermaid.min.js") < text.find("assets/javascripts/bundle."), page
 
 
+def reference_pages(site: BuiltSite) -> dict[str, str]:
+    return {path.name: page_html(site, path.name) for path in sorted(DOCS.glob("reference*.md"))}
+
+
 def test_api_reference_is_generated_from_docstrings(built_site):
-    text = page_html(built_site, "reference.md")
+    text = page_html(built_site, "reference-graph.md")
     assert 'id="gradexport.to_networkx"' in text
     assert "Build the autograd graph behind" in text  # the first line of to_networkx's docstring
+
+
+def test_api_reference_documents_every_public_name_once_by_topic(built_site):
+    """Split by topic: each name of gradexport.__all__ has its heading on one page; constants and types are on the first."""
+    import gradexport
+
+    pages = reference_pages(built_site)
+    assert len(pages) >= 6
+    for name in gradexport.__all__:
+        if name in ("KINDS", "SPECIAL_KINDS", "VIEW_OPS"):
+            continue
+        ids = {rf'id="gradexport.{name}"', rf'id="gradexport.core.errors.{name}"'}
+        where = [page for page, text in pages.items() if any(i in text for i in ids)]
+        assert len(where) == 1, (name, where)
+        count = sum(text.count(i) for text in pages.values() for i in ids)
+        assert count == 1, (name, count)
+    first = html.unescape(re.sub(r"<[^>]+>", "", pages["reference.md"]))
+    assert f"KINDS = {gradexport.KINDS}" in first and "'copy_slices': " in first and "'TBackward0'" in first
+    for alias in ("Roots", "Params", "GradOutputs", "GraphOrRoots", "Diffable", "ExportKeywords"):
+        assert f"{alias} = " in first or f"<code>{alias}</code>" in pages["reference.md"], alias
+
+
+def test_api_reference_hides_internals_and_factory_code(built_site):
+    for page, text in reference_pages(built_site).items():
+        main = text[text.index("<article") : text.index("</article>")]
+        for internal in ("BlockRunner", "run_blocks", "check_command", "to_none_node", "_boolean", "_direction", "the module docstring"):
+            assert internal not in main, (page, internal)
+    options = html.unescape(re.sub(r"<[^>]+>", "", page_html(built_site, "reference-options.md")))
+    assert "direction: str = 'TB'," in options and "option(" not in options
 
 
 def test_search_index_holds_no_diagram_text(built_site):
@@ -93,7 +126,7 @@ def test_search_index_holds_no_diagram_text(built_site):
 
 def test_api_reference_shows_the_public_api_as_written(built_site):
     """No reStructuredText or Sphinx syntax leaks into the page, internals are left out, examples are code."""
-    page = page_html(built_site, "reference.md")
+    page = "".join(reference_pages(built_site).values())
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert not re.search(r"::[ \t]*$", text, re.MULTILINE), "an RST literal block (`text::`) leaked"
     assert not re.search(r":(func|class|meth|mod|data|attr|exc|obj):`", text), "a Sphinx role leaked"
@@ -103,6 +136,20 @@ def test_api_reference_shows_the_public_api_as_written(built_site):
     # Doctests are rendered as highlighted code, not as prose.
     assert page.count('<span class="gp">&gt;&gt;&gt; </span>') > 20
     # The plugin's block options are a list, one item per option.
-    plugin = page[page.index('id="the-mkdocs-plugin"') :]
+    plugin = page_html(built_site, "reference-plugin.md")
     for option in ("show", "formats", "graph"):
         assert re.search(rf"<li>\s*<p>\s*<code>{option}</code>|<li><code>{option}</code>", plugin), option
+
+
+def test_no_page_shows_the_build_machines_paths(built_site):
+    """Printed tracebacks name a page by its place in docs/, not by where the site was built."""
+    for page in built_site.directory.rglob("*.html"):
+        assert str(REPO) not in page.read_text(encoding="utf-8"), page
+    assert str(REPO) not in (built_site.directory / "search" / "search_index.json").read_text(encoding="utf-8")
+    debugging = html.unescape(re.sub(r"<[^>]+>", "", page_html(built_site, "guides/debugging.md")))
+    assert 'File "guides/debugging.md", line' in debugging
+
+
+def test_sitemap_lists_every_page(built_site):
+    sitemap = (built_site.directory / "sitemap.xml").read_text(encoding="utf-8")
+    assert sitemap.count("<loc>") == len(list(DOCS.rglob("*.md")))

@@ -20,6 +20,7 @@ from torch import nn
 
 import gradexport
 from gradexport.formats.html import notebook_iframe, write_html
+from gradexport.formats.styles import GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK, GradScale, grad_legend
 
 pytestmark = pytest.mark.browser
 
@@ -231,9 +232,26 @@ def test_selecting_a_parameter_highlights_the_paths_from_the_loss(pages, open_pa
 def test_gradient_norms_colour_edges_with_a_legend(pages, open_page):
     path, graph = pages["encoder"]
     opened = open_page(path)
-    assert opened.call("document.querySelectorAll('.gx-ramp span').length") == 6
-    coloured = opened.call("[...document.querySelectorAll('.gx-edge-line')].filter(p => p.style.stroke).length")
-    assert coloured > 0
+    legend = opened.call("[...document.querySelectorAll('[data-legend^=grad-]')].map(row => row.textContent)")
+    assert legend == [text for text, _, _ in grad_legend()]
+    # Every line's colour is the fixed scale's step of its gradient, as Python's GradScale gives it, in each theme.
+    strokes = opened.call(
+        "[...document.querySelectorAll('.gx-edge')].map(g => [g.querySelector('.gx-edge-line').style.stroke,"
+        " getComputedStyle(g.querySelector('.gx-edge-line')).stroke, g.querySelector('.gx-edge-label').textContent])"
+    )
+    coloured = [item for item in strokes if item[0]]
+    assert coloured
+    for theme, colours in (("light", GRAD_COLORS), ("dark", GRAD_COLORS_DARK)):
+        opened.call("name => window.gradexportViewer.theme(name)", theme)
+        computed = opened.call("[...document.querySelectorAll('.gx-edge-line')].filter(p => p.style.stroke).map(p => getComputedStyle(p).stroke)")
+        rgb = {f"rgb({int(c[1:3], 16)}, {int(c[3:5], 16)}, {int(c[5:7], 16)})": c for c in colours}
+        assert set(computed) <= set(rgb), (theme, set(computed) - set(rgb))
+    # A single edge's step is the one Python's GradScale gives its printed norm (3 digits: skip norms at a bound).
+    for stroke, _, label in coloured:
+        if "‖g‖" in label and "×" not in label:
+            norm = float(label.split("‖g‖ ")[1])
+            if all(abs(norm - bound) > 0.01 * bound for bound in GRAD_BOUNDS):
+                assert stroke == f"var(--gx-grad-{GRAD_COLORS.index(GradScale().style({'norm': norm})[0])})", label
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

@@ -301,6 +301,13 @@ def only_reaching(graph: nx.MultiDiGraph, targets: Iterable[str]) -> nx.MultiDiG
 
     Raises:
         KeyError: when a target names no node, listing the known names.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> w, b = torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+        >>> graph = gradexport.to_networkx((w.exp() + b.sin()).sum(), params={"w": w, "b": b})
+        >>> sorted(data.get("op", data["kind"]) for _, data in only_reaching(graph, ["w"]).nodes(data=True))
+        ['AccumulateGrad', 'AddBackward0', 'ExpBackward0', 'SumBackward0', 'root']
     """
     wanted = list(targets)
     by_name = {name: node for node, names in graph.nodes(data="names") if names for name in names}

@@ -55,6 +55,13 @@ def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
     Raises:
         TypeError: for an input that is none of the accepted kinds.
         gradexport.RootError: for roots without a graph.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> changes = diff((x * 2).sum(), (x * 2).exp().sum())
+        >>> changes.graph["diff"]["nodes"]["added"], gradexport.describe_diff(changes).splitlines()[0]
+        (1, ...)
     """
     return diff_graphs(load_graph(a, "a"), load_graph(b, "b"))
 

@@ -191,23 +191,55 @@ def _text(name: str, graph_or_roots: GraphOrRoots, keywords: ExportKeywords) -> 
 
 
 def to_dot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """Graphviz DOT text (see `gradexport.formats.dot` for the legend)."""
+    """Graphviz DOT text (see `gradexport.formats.dot` for the legend).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> text = to_dot((x * 2).sum(), params={"x": x})
+        >>> text.splitlines()[0], "MulBackward0" in text, '"0→0"' in text
+        ('digraph autograd {', True, True)
+    """
     return _text("dot", graph_or_roots, options)
 
 
 def to_pydot(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> pydot.Dot:
-    """The DOT of `to_dot` as a `pydot.Dot` (parsing costs time on large graphs)."""
+    """The DOT of `to_dot` as a `pydot.Dot` (parsing costs time on large graphs).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> graph = to_pydot((x * 2).sum(), params={"x": x})
+        >>> type(graph).__name__, graph.get_name()
+        ('Dot', 'autograd')
+    """
     source, export_options = prepare(graph_or_roots, ["dot"], options, caller="to_pydot")
     return dot.to_pydot(source, export_options.diagram)
 
 
 def to_mermaid(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise."""
+    """Mermaid flowchart text, collapsed to fit mermaid.js's limits where it can (see ``fit``); warns otherwise.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> text = to_mermaid((x * 2).sum(), params={"x": x})
+        >>> text.splitlines()[0], [line.strip() for line in text.splitlines() if "-->" in line][:2]
+        ('flowchart TB', ['n0 -->|"0→0"| n1', 'n1 -->|"0→0"| n2'])
+    """
     return _text("mermaid", graph_or_roots, options)
 
 
 def to_svg(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> str:
-    """SVG text rendered by Graphviz; ``prog`` picks the program (see `gradexport.formats.svg`)."""
+    """SVG text rendered by Graphviz; ``prog`` picks the program (see `gradexport.formats.svg`).
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> svg = to_svg((x * 2).sum(), params={"x": x})  # needs Graphviz's dot
+        >>> svg.lstrip().startswith("<?xml"), "<svg" in svg, "MulBackward0" in svg
+        (True, True, True)
+    """
     return _text("svg", graph_or_roots, options)
 
 
@@ -216,6 +248,13 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
 
     From roots it is the JSON of ``to_networkx(roots)`` with the same
     options; ``edge_metadata=True`` adds each edge's shape, dtype and device.
+
+    Examples:
+        >>> import json, torch, gradexport
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> text = to_json((x * 2).sum(), params={"x": x})
+        >>> [edge["next_index"] for edge in json.loads(text)["edges"]], gradexport.from_json(text).number_of_nodes()
+        ([0, 0, 0], 4)
     """
     return _text("json", graph_or_roots, options)
 
@@ -262,6 +301,13 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
 
     Raises:
         ModelExplorerNotInstalledError: the ``explorer`` extra is not installed.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> collection = to_model_explorer((x * 2).sum(), params={"x": x})
+        >>> [len(graph.nodes) for graph in collection.graphs]
+        [4]
     """
     source, export_options = prepare(graph_or_roots, ["model-explorer"], options, caller="to_model_explorer")
     with gc_paused():
@@ -326,7 +372,7 @@ def write(
         stem: The file name without extension.
         progress: Show a progress bar on stderr (``True``), or advance this
             tqdm bar by one step per file.
-        **options: Trace, fold, diagram and render options (see the module docstring).
+        **options: Trace, fold, diagram and render options (see `gradexport.api.export`).
 
     Returns:
         The path written for each format, in the order given.

@@ -17,8 +17,9 @@ values included, and the graph's buffers are freed, as after any backward.
 
 Why not anomaly mode alone: ``torch.autograd.detect_anomaly()`` raises at the
 first node whose output holds NaN, but it ignores Inf (log of 0, division by
-0) and it names the op, not the edge, the parameters or the other nodes that
-went non-finite in the same pass. Its forward tracebacks are used here: run
+0) and it names the op and the position of the output ("returned nan values
+in its 0th output"), not the node that output was going to, the parameters or
+the other nodes that went non-finite in the same pass. Its forward tracebacks are used here: run
 the forward under ``torch.autograd.set_detect_anomaly(True)`` and each origin
 carries the line of the forward that created it.
 
@@ -241,7 +242,7 @@ def find_nonfinite(
 ) -> NonfiniteReport | None:
     """Run the backward pass of ``roots`` and report where a NaN or Inf gradient started.
 
-    A real `torch.autograd.backward` (see the module docstring): the
+    A real `torch.autograd.backward` (see `gradexport.backward.nonfinite`): the
     leaves' ``.grad`` are accumulated as without it and the graph is freed.
 
     Args:
@@ -472,11 +473,15 @@ def _mark(
     graph.graph["nonfinite"] = [node_id for node_id in order if node_id in origins]
 
 
+#: gradexport's own folder: its frames (the MkDocs plugin's runner, run_with_large_stack) are not the user's.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
 def _user_frames(stack: str) -> list[str]:
-    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's own."""
+    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's and gradexport's own."""
     frames = ["  File " + frame for frame in re.split(r"(?m)^  File ", stack) if frame.strip()]
-    torch_dir = os.path.dirname(torch.__file__) + os.sep
-    kept = [frame for frame in frames if not frame.startswith(f'  File "{torch_dir}')]
+    own = tuple(f'  File "{folder}{os.sep}' for folder in (os.path.dirname(torch.__file__), _PACKAGE_DIR))
+    kept = [frame for frame in frames if not frame.startswith(own)]
     return (kept or frames)[-TRACEBACK_FRAMES:]
 
 
@@ -517,6 +522,6 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
             )
         else:
             frames = _user_frames(origin.traceback)
-            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch):")
+            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch and gradexport):")
             lines += [f"{indent}  {line}" for frame in frames for line in frame.rstrip().splitlines()]
     return lines

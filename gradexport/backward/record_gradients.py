@@ -85,6 +85,15 @@ def record_gradients(
 
     Returns:
         The graph of `gradexport.to_networkx` with ``grad`` on the edges.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> graph = gradexport.record_gradients((x * 3).sum(), params={"x": x})
+        >>> [(u, v, data["grad"]["values"]) for u, v, data in graph.edges(data=True)]
+        [('n0', 'n1', 1.0), ('n1', 'n2', [1.0, 1.0]), ('n2', 'n3', [3.0, 3.0])]
+        >>> [(node, data["exec_order"]) for node, data in graph.nodes(data=True) if "exec_order" in data], x.grad
+        ([('n1', 1), ('n2', 2), ('n3', 3)], tensor([3., 3.]))
     """
     result = trace(roots, params=params, module=module, caller="record_gradients")
     graph = result.graph

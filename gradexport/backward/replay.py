@@ -52,7 +52,9 @@ the graph's other saved tensors (it can run again), and always gives a custom
 Function zeros for gradients that did not arrive (torch does unless the
 Function called ``ctx.set_materialize_grads(False)``, a flag Python cannot read).
 
-Examples (the blog's first example):
+Examples:
+    The blog's first example:
+
     >>> import torch, gradexport
     >>> _ = torch.manual_seed(6)
     >>> x = torch.randn(4, 4, requires_grad=True)
@@ -112,8 +114,8 @@ def replay(
 
     Afterwards the leaves' ``.grad`` hold what ``torch.autograd.backward(roots,
     grad_outputs)`` would have accumulated (values and dtypes), without a
-    ``grad_fn``; existing ``.grad`` are added to, as by the engine. See the
-    module docstring for what the replay refuses and how it differs. The
+    ``grad_fn``; existing ``.grad`` are added to, as by the engine. See
+    `gradexport.backward.replay` for what the replay refuses and how it differs. The
     record keeps every gradient of the pass; for graphs tens of thousands of
     nodes deep, run it inside `gradexport.run_with_large_stack`.
 
@@ -134,11 +136,20 @@ def replay(
 
     Raises:
         ReplayError: at a node whose engine behaviour the replay cannot match
-            (see the module docstring); ``.grad`` of leaves already reached
+            (see `gradexport.backward.replay`); ``.grad`` of leaves already reached
             may have been updated, as with an engine error.
         gradexport.RootError: for roots that have no graph.
         RuntimeError, ValueError, TypeError: for ``grad_outputs`` that do not
             fit the roots (as torch's own checks).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> record = gradexport.replay((x * x).sum(), params={"x": x})
+        >>> [(step.node, step.op) for step in record.steps]
+        [('n1', 'SumBackward0'), ('n2', 'MulBackward0'), ('n3', 'AccumulateGrad')]
+        >>> record.grads["x"], x.grad
+        (tensor([2., 4.]), tensor([2., 4.]))
     """
     result = trace(roots, params=params, module=module, caller="replay")
     graph = result.graph

@@ -49,6 +49,7 @@ Examples:
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -58,7 +59,7 @@ from ..core.options import DiagramOptions
 from ..core.source import GraphSource, Source
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
 from .files import TextOutput, text_output
-from .styles import FONT, STYLES
+from .styles import FONT, GRAD_BAD_COLOR, GRAD_COLORS, STYLES, grad_legend
 
 if TYPE_CHECKING:
     import pydot
@@ -117,7 +118,8 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
     yield "digraph autograd {"
     yield f'  graph [rankdir="{options.direction}", fontname="{FONT}", nodesep="0.3", ranksep="0.4"];'
     yield f'  node [fontname="{FONT}", fontsize="11", margin="0.12,0.04", height="0.3", {_STYLE_ATTRIBUTES[_DEFAULT_STYLE]}];'
-    yield f'  edge [fontname="{FONT}", fontsize="9", color="#616161", fontcolor="#424242", arrowsize="0.7"];'
+    # Edge labels carry the i→k numbers the diagrams are about: the same size as node text.
+    yield f'  edge [fontname="{FONT}", fontsize="11", color="#616161", fontcolor="#424242", arrowsize="0.7"];'
     edge_lines: list[str] = []
     # Many nodes and edges look alike (the same op, the same 0→0): the text
     # of each look is made once.
@@ -154,12 +156,26 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
         else:
             yield f"{indent}}}"
     yield from edge_lines
+    if any(look.color in GRAD_COLORS for look in edge_texts):
+        yield f"  label={_grad_legend()}; labelloc=\"b\"; labeljust=\"l\"; fontsize=\"11\";"
     yield "}"
+
+
+def _grad_legend() -> str:
+    """The fixed gradient-norm scale as an HTML-like label: one swatch line per step, then NaN or Inf."""
+    rows = [(text, colour, width) for text, colour, width in grad_legend()] + [("NaN or Inf", GRAD_BAD_COLOR, 2.5)]
+    cells = "".join(
+        f'<tr><td width="28" height="{max(2, round(width))}" bgcolor="{colour}"></td><td align="left">{html.escape(text)}</td></tr>'
+        for text, colour, width in rows
+    )
+    return f'<<table border="0" cellspacing="2" cellpadding="1"><tr><td colspan="2" align="left">‖g‖ on an edge</td></tr>{cells}</table>>'
 
 
 def _edge_text(look: EdgeLook) -> str:
     if look.color is None:
         return f"label={quote(look.lines)}"
+    if look.color in GRAD_COLORS:  # the line carries the scale; its label stays dark enough to read
+        return f'label={quote(look.lines)}, color="{look.color}", penwidth="{look.width:g}"'
     return f'label={quote(look.lines)}, color="{look.color}", fontcolor="{look.color}", penwidth="{look.width:g}"'
 
 

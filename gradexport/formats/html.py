@@ -55,7 +55,7 @@ from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
 from .files import TextOutput, text_output
 from .labels import DIFF_MARKS, element_id, node_lines, printable
-from .styles import GRAD_BAD_COLOR, GRAD_COLORS, MARK_COLORS, STYLES
+from .styles import GRAD_BAD_COLOR, GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK, MARK_COLORS, STYLES, grad_legend
 
 __all__ = [
     "MAX_VIEWER_EDGES",
@@ -288,6 +288,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         "mark_colors": MARK_COLORS,
         "mark_words": _MARK_WORDS,
         "grad_colors": list(GRAD_COLORS),
+        "grad_colors_dark": list(GRAD_COLORS_DARK),
+        "grad_bounds": list(GRAD_BOUNDS),
+        "grad_legend": [text for text, _, _ in grad_legend()],
         "grad_bad_color": GRAD_BAD_COLOR,
         "graph": attributes_of_graph,
         "strings": list(strings),

@@ -50,7 +50,7 @@ from ..core.options import DiagramOptions
 from ..core.source import GraphSource, Source
 from .diagram import DiagramNode, ModuleBoxes, diagram
 from .files import TextOutput, text_output
-from .styles import MARK_STYLES, NODE_STYLES, STYLES
+from .styles import GRAD_COLORS, MARK_STYLES, NODE_STYLES, STYLES
 
 __all__ = [
     "LIMITS",
@@ -218,9 +218,9 @@ def _lines(graph: GraphSource, options: DiagramOptions, sizes: list[int]) -> Ite
             size += len(line) + found[1] + 1
             edge_lines.append(line)
             if look.color is not None:
-                edge_lines.append(
-                    counted(f"  linkStyle {edges} stroke:{look.color},stroke-width:{look.width:g}px,color:{look.color}")
-                )
+                # A gradient's colour goes on the line only: its label stays dark enough to read.
+                text_colour = "" if look.color in GRAD_COLORS else f",color:{look.color}"
+                edge_lines.append(counted(f"  linkStyle {edges} stroke:{look.color},stroke-width:{look.width:g}px{text_colour}"))
             edges += 1
         if node.group is None:
             yield node_line(node, "  ")

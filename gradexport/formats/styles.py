@@ -7,19 +7,23 @@ colours edges by the norm of the gradient they carry (from
 Examples:
     >>> NODE_STYLES["leaf"].shape
     'box'
-    >>> GradScale(-2.0, 2.0).style({"norm": 100.0})
-    ('#08306b', 3.0)
+    >>> GradScale().style({"norm": 0.05}), GradScale().style({"norm": 100.0})
+    (('#306a8e', 2.3), ('#440154', 3.5))
+    >>> grad_legend()[0], grad_legend()[-1]
+    (('< 0.001', '#21918c', 1.5), ('≥ 10', '#440154', 3.5))
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ..core.source import Source
 
-__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_COLORS", "MARK_COLORS", "MARK_STYLES", "NODE_STYLES", "STYLES", "GradScale", "NodeStyle", "is_bad"]
+__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_BOUNDS", "GRAD_COLORS", "GRAD_COLORS_DARK", "MARK_COLORS", "MARK_STYLES", "NODE_STYLES", "STYLES", "GradScale", "NodeStyle", "grad_legend", "is_bad"]
 
 #: A font whose metrics Graphviz knows without a font library (``monospace`` warns).
 FONT = "Helvetica"
@@ -63,40 +67,45 @@ STYLES: dict[str, NodeStyle] = {**NODE_STYLES, **MARK_STYLES}
 #: Edge colours of the marks: a non-finite gradient's path, and a diff's states.
 MARK_COLORS = {"origin": "#b71c1c", "path": "#b71c1c", "added": "#1b5e20", "removed": "#b71c1c", "changed": "#e65100"}
 
-#: Edge colours for gradient norms, smallest to largest (log scale), and for NaN/inf.
-GRAD_COLORS = ("#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
+#: The fixed scale of gradient norms: an edge's colour is the decade of its
+#: norm, below 0.001, 0.001 to 0.01, ..., 10 and above, the same in every
+#: picture, so that two pictures compare (a scale stretched over each graph's
+#: own range made 3.6 against 4.5 look like small against large).
+GRAD_BOUNDS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+#: One colour per step of `GRAD_BOUNDS`, smallest to largest (viridis from 0.5
+#: down to 0). Each has at least 3.8:1 contrast on white, so every line shows.
+GRAD_COLORS = ("#21918c", "#287d8e", "#306a8e", "#3b528b", "#46307e", "#440154")
+#: The same steps for the viewer's dark theme (viridis from 0.5 up to 1): larger is brighter.
+GRAD_COLORS_DARK = ("#21918c", "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725")
 GRAD_BAD_COLOR = "#d32f2f"
 
 
-class GradScale:
-    """Maps a gradient norm to a colour and line width, on a log scale over the graph's norms."""
+def _width(step: int) -> float:
+    return 1.5 + 2.0 * step / (len(GRAD_COLORS) - 1)
 
-    def __init__(self, low: float, high: float):
-        self.low = low
-        self.high = high
+
+class GradScale:
+    """Maps a gradient norm to a colour and line width on the fixed scale `GRAD_BOUNDS`."""
 
     @classmethod
     def of(cls, source: Source) -> GradScale:
-        """The scale over every gradient norm of ``source``'s edges (a stream cannot give them before drawing)."""
-        graph = source.whole("colouring edges by gradient norm (or pass grad_norms=False)")
-        records = (data.get("grad") for _, _, data in graph.edges(data=True))
-        grads = [grad for grad in records if isinstance(grad, Mapping) and "norm" in grad]
-        logs = [math.log10(grad["norm"]) for grad in grads if not is_bad(grad) and grad["norm"] > 0]
-        return cls(min(logs, default=0.0), max(logs, default=0.0))
+        """The scale for ``source``'s edges: the fixed one, whatever the graph (a stream draws with it too)."""
+        return cls()
 
     def style(self, grad: Mapping[str, Any]) -> tuple[str, float]:
         """The colour and line width of an edge carrying ``grad``."""
         if is_bad(grad):
             return GRAD_BAD_COLOR, 2.5
-        norm = grad["norm"]
-        if norm <= 0:
-            position = 0.0
-        elif self.high == self.low:
-            position = 0.5
-        else:
-            position = (math.log10(norm) - self.low) / (self.high - self.low)
-        step = round(position * (len(GRAD_COLORS) - 1))
-        return GRAD_COLORS[step], 1.0 + 2.0 * step / (len(GRAD_COLORS) - 1)
+        step = bisect.bisect_right(GRAD_BOUNDS, grad["norm"])
+        return GRAD_COLORS[step], _width(step)
+
+
+def grad_legend() -> list[tuple[str, str, float]]:
+    """The scale's steps as ``(range, colour, line width)``, for a legend."""
+    texts = [f"< {GRAD_BOUNDS[0]:g}"]
+    texts += [f"{low:g} – {high:g}" for low, high in itertools.pairwise(GRAD_BOUNDS)]
+    texts.append(f"≥ {GRAD_BOUNDS[-1]:g}")
+    return [(text, colour, _width(step)) for step, (text, colour) in enumerate(zip(texts, GRAD_COLORS))]
 
 
 def is_bad(grad: Mapping[str, Any]) -> bool:

@@ -106,6 +106,13 @@ def show(graph_or_roots: GraphOrRoots | Replay, **options: Unpack[ExportKeywords
     Raises:
         GraphvizNotFoundError: ``prog`` was given and names no Graphviz program
             (without ``prog``, a notebook shows Mermaid where Graphviz is missing).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> view = show((x * 2).sum(), params={"x": x})
+        >>> view  # a notebook shows it as SVG (Graphviz) or as a Mermaid page
+        GraphView(4 nodes, 3 edges)
     """
     page_graph = None
     if isinstance(graph_or_roots, Replay) or options.get("steps"):

@@ -86,6 +86,15 @@ def capture_modules() -> Iterator[None]:
 
     Nesting is allowed; the hooks are removed when the outermost block exits,
     also on error. Tags live on the nodes, so they last as long as the graph.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Tanh())
+        >>> with capture_modules():
+        ...     loss = model(torch.ones(1, 2)).sum()
+        >>> graph = gradexport.to_networkx(loss, module=model)
+        >>> sorted({data["module"] for _, data in graph.nodes(data=True) if "module" in data})
+        ['0', '1']
     """
     calls = _CallStack()
 

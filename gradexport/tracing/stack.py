@@ -65,6 +65,17 @@ def run_with_large_stack(function: Callable[..., T], *args: Any, stack_mib: int 
     Returns what it returns and re-raises what it raises. Everything the
     function creates and drops (tensors, graphs) is freed on that thread, so
     return only what the caller needs (a NetworkX graph, text), not the tensors.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> def chain_length(length):
+        ...     x = torch.ones(1, requires_grad=True)
+        ...     y = x
+        ...     for _ in range(length):
+        ...         y = y * 1.5
+        ...     return gradexport.to_networkx(y).number_of_nodes()
+        >>> run_with_large_stack(chain_length, 1000)
+        1002
     """
     outcome: dict[str, Any] = {}
 

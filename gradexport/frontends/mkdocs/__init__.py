@@ -58,8 +58,8 @@ in a new empty temporary working directory (removed afterwards), so files an
 example writes with relative paths land there, not in the project. By
 default (plugin option ``isolate: true``, on Linux and other POSIX systems
 but macOS) they run in a child process forked from the build, which already
-has torch and gradexport imported, and which serves every page of the build
-(see `BlockRunner`): a block that runs longer than
+has torch and gradexport imported, and which serves every page of the build:
+a block that runs longer than
 ``timeout`` seconds (default 60; 0 for none) is stopped and fails the build
 naming the page and line, and a block that ends its process
 (``os._exit(0)``, a crash) fails the build instead of ending it with exit

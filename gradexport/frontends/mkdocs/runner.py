@@ -83,7 +83,9 @@ def run_blocks(
                 + _format_traceback(error, path)
             ) from None
         warned = tuple(f"{warning.category.__name__}: {warning.message}" for warning in caught)
-        results.append(BlockResult(_ADDRESS.sub(" at 0x…", output.text()), diagrams, warned))
+        # A traceback printed by the block names the page by its place in the docs, not on the build machine.
+        printed = _ADDRESS.sub(" at 0x…", output.text()).replace(path, shown_as)
+        results.append(BlockResult(printed, diagrams, warned))
     return results
 
 class _CappedOutput(io.StringIO):

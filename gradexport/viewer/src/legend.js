@@ -44,15 +44,15 @@ export function drawLegend(viewer) {
     legend.appendChild(row);
   }
   if (!scale) return;
-  legend.appendChild(el("div", { class: "gx-legend-title" }, "‖gradient‖ on the edge (log scale)"));
-  const ramp = el("div", { class: "gx-ramp" });
-  for (const color of scale.colors) {
-    const cell = el("span");
-    cell.style.background = color;
-    ramp.appendChild(cell);
-  }
-  legend.appendChild(ramp);
-  legend.appendChild(el("div", { class: "gx-legend-row" }, `${(10 ** scale.low).toPrecision(2)} … ${(10 ** scale.high).toPrecision(2)}`));
+  legend.appendChild(el("div", { class: "gx-legend-title" }, "‖gradient‖ on the edge (the same scale in every graph)"));
+  scale.colors.forEach((_, step) => {
+    const row = el("div", { class: "gx-legend-row", "data-legend": `grad-${step}` });
+    const line = el("span", { class: "gx-line-swatch" });
+    line.style.background = scale.color(step);
+    line.style.height = `${scale.width(step)}px`;
+    row.append(line, document.createTextNode(scale.texts[step] || ""));
+    legend.appendChild(row);
+  });
   const bad = el("div", { class: "gx-legend-row" });
   bad.append(swatch(scale.bad), document.createTextNode("NaN or infinite"));
   legend.appendChild(bad);

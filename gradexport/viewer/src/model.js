@@ -527,34 +527,45 @@ export function search(graph, folds, text) {
   return found;
 }
 
-/** Gradient colour scale, as gradexport.formats.labels._GradScale: log10 of the norms over the graph. */
+/** Gradient colour scale, as gradexport.formats.styles.GradScale: the fixed decades of `bounds`, the same in every graph. */
 export class GradScale {
-  constructor(graph, colors, bad) {
+  constructor(graph, colors, bad, bounds, texts, darkColors) {
     this.colors = colors;
+    this.darkColors = darkColors || colors;
     this.bad = bad;
-    let low = Infinity;
-    let high = -Infinity;
+    this.bounds = bounds || [];
+    this.texts = texts || [];
     this.any = false;
     for (const key of Object.keys(graph.data.edge_extra)) {
       const grad = graph.edgeGrad(Number(key));
-      if (!grad || !("norm" in grad)) continue;
-      this.any = true;
-      if (isBad(grad) || !(grad.norm > 0)) continue;
-      const l = Math.log10(grad.norm);
-      low = Math.min(low, l);
-      high = Math.max(high, l);
+      if (grad && "norm" in grad) {
+        this.any = true;
+        break;
+      }
     }
-    this.low = Number.isFinite(low) ? low : 0;
-    this.high = Number.isFinite(high) ? high : 0;
   }
 
+  /** The colour step of a gradient: how many bounds its norm reaches; -1 for NaN or infinity. */
   step(grad) {
     if (isBad(grad)) return -1;
-    const norm = grad.norm;
-    let position = 0.5;
-    if (!(norm > 0)) position = 0;
-    else if (this.high !== this.low) position = (Math.log10(norm) - this.low) / (this.high - this.low);
-    return Math.round(position * (this.colors.length - 1));
+    let step = 0;
+    while (step < this.bounds.length && grad.norm >= this.bounds[step]) step++;
+    return Math.min(step, this.colors.length - 1);
+  }
+
+  width(step) {
+    return 1.5 + (2 * step) / (this.colors.length - 1);
+  }
+
+  /** The colour of a step as a CSS variable, so that it follows the theme (see `cssRules`). */
+  color(step) {
+    return `var(--gx-grad-${step})`;
+  }
+
+  /** CSS that defines the step colours: light theme, then dark (where the light steps would vanish). */
+  cssRules() {
+    const vars = (colors) => colors.map((c, i) => `--gx-grad-${i}: ${c};`).join(" ");
+    return `.gx { ${vars(this.colors)} } .gx[data-theme="dark"] { ${vars(this.darkColors)} }`;
   }
 
   /** The colour and width of a visible edge: its largest gradient, red if any is not finite. */
@@ -568,7 +579,7 @@ export class GradScale {
       worst = worst === null ? s : Math.max(worst, s);
     }
     if (worst === null) return null;
-    return { color: this.colors[worst], width: 1 + (2 * worst) / (this.colors.length - 1), bad: false };
+    return { color: this.color(worst), width: this.width(worst), bad: false };
   }
 }
 

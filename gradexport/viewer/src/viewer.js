@@ -30,8 +30,14 @@ export class Viewer {
     this.words = data.mark_words || {};
     this.markColors = data.mark_colors || {};
     this.saved = this.options.saved_bytes ? this.folds.sums((i) => Number(this.graph.field(i, "saved_bytes")) || 0) : null;
-    this.scale = this.options.grad_norms === false ? null : new GradScale(this.graph, data.grad_colors, data.grad_bad_color);
+    this.scale = this.options.grad_norms === false ? null : new GradScale(
+      this.graph, data.grad_colors, data.grad_bad_color, data.grad_bounds, data.grad_legend, data.grad_colors_dark);
     if (this.scale && !this.scale.any) this.scale = null;
+    if (this.scale) {
+      const style = document.createElement("style");
+      style.textContent = this.scale.cssRules();
+      (host.getRootNode() === document ? document.head : host.getRootNode()).appendChild(style);
+    }
     this.selected = null;
     /** pathMarks of the selected node: the nodes on a path from the loss to it. */
     this.marks = null;
