@@ -16,6 +16,8 @@ from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer,
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
 from .backward.replay import Replay, ReplayStart, ReplayStep, replay
+from .backward.watch import Watch, watch
+from .backward.watch_file import WatchHistory, load_watch
 from .core.errors import (
     ArgumentKeyError,
     ArgumentTypeError,
@@ -38,6 +40,7 @@ from .core.errors import (
     ServerError,
     StartGradientError,
     StreamConsumedError,
+    StructureChangedWarning,
     ViewerTooLargeError,
 )
 from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
@@ -85,8 +88,11 @@ __all__ = [
     "ServerError",
     "StartGradientError",
     "StreamConsumedError",
+    "StructureChangedWarning",
     "TraceOptions",
     "ViewerTooLargeError",
+    "Watch",
+    "WatchHistory",
     "capture_modules",
     "collapse",
     "collect_roots",
@@ -96,6 +102,7 @@ __all__ = [
     "fit",
     "from_json",
     "hide",
+    "load_watch",
     "only_reaching",
     "record_gradients",
     "replay",
@@ -110,5 +117,6 @@ __all__ = [
     "to_networkx",
     "to_pydot",
     "to_svg",
+    "watch",
     "write",
 ]

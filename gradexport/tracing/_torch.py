@@ -26,6 +26,8 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   `saved_is_hook_packed`) and the text of the errors that reading them
   raises (`saved_read_failure`).
 * ``torch.utils._pytree.tree_leaves`` (`tensor_leaves`).
+* ``torch._foreach_norm`` and ``torch._foreach_sub``: one call for a list of
+  tensors, as ``clip_grad_norm_`` uses them (`foreach_norm`, `foreach_sub`).
 * ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
@@ -61,6 +63,8 @@ __all__ = [
     "SlotMetadata",
     "call_node",
     "compiled_original",
+    "foreach_norm",
+    "foreach_sub",
     "input_metadata",
     "leaf_variable",
     "make_grad",
@@ -405,3 +409,27 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
         2
     """
     return [leaf for leaf in _pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def foreach_norm(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
+    """The ``ord``-norm of each tensor, 0-d tensors, from one ``torch._foreach_norm`` call (``inf``: the largest ``|x|``).
+
+    A NaN anywhere makes that tensor's norm NaN, for ``inf`` too.
+
+    Examples:
+        >>> import torch
+        >>> [float(n) for n in foreach_norm([torch.tensor([3.0, -4.0]), torch.tensor([-2.0])], float("inf"))]
+        [4.0, 2.0]
+    """
+    return list(torch._foreach_norm(list(tensors), ord))
+
+
+def foreach_sub(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``first[i] - second[i]`` for every ``i``, from one ``torch._foreach_sub`` call (new tensors).
+
+    Examples:
+        >>> import torch
+        >>> foreach_sub([torch.tensor([3.0])], [torch.tensor([1.0])])
+        [tensor([2.])]
+    """
+    return list(torch._foreach_sub(list(first), list(second)))
