@@ -11,6 +11,7 @@ Examples:
 from .analysis.diff import describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
+from .analysis.watch_plot import plot_flow
 from .api.diff import diff
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
@@ -104,6 +105,7 @@ __all__ = [
     "hide",
     "load_watch",
     "only_reaching",
+    "plot_flow",
     "record_gradients",
     "replay",
     "run_with_large_stack",

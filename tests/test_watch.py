@@ -81,6 +81,7 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
             expected.append({
                 "norm": {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()},
                 "mean": {n: float(g.mean()) for n, g in grads.items()},
+                "mean_abs": {n: float(g.abs().mean()) for n, g in grads.items()},
                 "max_abs": {n: float(g.abs().max()) for n, g in grads.items()},
                 "nonfinite": {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()},
                 "update_ratio": {

@@ -1,7 +1,7 @@
 """Gradient flow over training: `watch` a model's gradients per parameter and per module, step after step.
 
 `watch` puts hooks on a model for the length of a training loop. At every
-``every``-th step it keeps, per parameter, the norm, mean, largest ``|g|``
+``every``-th step it keeps, per parameter, the norm, mean, mean and largest ``|g|``
 and non-finite count of its ``.grad`` (and, given the optimizer, the
 update-to-weight ratio ``‖w_after - w_before‖ / ‖w_before‖`` of the step), and
 per module the norm of the gradient that arrived at the module's output (a
@@ -40,7 +40,7 @@ Examples:
     >>> history.steps, history.order, history.flags()
     ([0, 1, 2], ['0', '1', '2', ''], {})
     >>> sorted(history.param_stats(2)["0.weight"])
-    ['max_abs', 'mean', 'nonfinite', 'norm', 'update_ratio']
+    ['max_abs', 'mean', 'mean_abs', 'nonfinite', 'norm', 'update_ratio']
 """
 
 from __future__ import annotations
@@ -336,22 +336,24 @@ class Watch(AbstractContextManager["Watch"]):
             grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
             tensors: list[torch.Tensor] = []
             if grads:
-                tensors += foreach_norm(grads) + foreach_norm(grads, math.inf) + [grad.mean() for grad in grads]
+                tensors += foreach_norm(grads) + foreach_norm(grads, math.inf) + [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
             tensors += [norm for _, norm in self._norms]
             numbers = _floats(tensors)
         count = len(present)
+        grad_sizes = [grad.numel() for grad in grads]
         width = len(self._params)
-        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "nonfinite")}
+        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite")}
         for position, index in enumerate(present):
             columns["norm"][index] = numbers[position]
             columns["max_abs"][index] = largest = numbers[count + position]
             columns["mean"][index] = numbers[2 * count + position]
+            columns["mean_abs"][index] = numbers[3 * count + position] / max(1, grad_sizes[position])
             grad = self._params[index][1].grad
             assert grad is not None
             # The largest |g| is finite exactly when every element is (a NaN makes it NaN): count only then.
             columns["nonfinite"][index] = 0 if math.isfinite(largest) else int((~torch.isfinite(grad)).sum())
         received: list[list[float]] = [[] for _ in self._modules]
-        for (index, _), norm in zip(self._norms, numbers[3 * count :]):
+        for (index, _), norm in zip(self._norms, numbers[4 * count :]):
             received[index].append(norm)
         # A module called several times a step (shared weights) receives a gradient at each call: the norm is over all.
         module_norms = [None if not got else got[0] if len(got) == 1 else math.sqrt(sum(n * n for n in got)) for got in received]

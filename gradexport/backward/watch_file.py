@@ -16,7 +16,7 @@ The format is JSON Lines (one JSON object per line, UTF-8), append-only:
 3. a ``{"kind": "structure", "step": k, "reason": "..."}`` line when the
    modules a step called differ from the traced step's;
 4. one ``{"kind": "step", "step": k, "param": {"norm": [...], "mean": [...],
-   "max_abs": [...], "nonfinite": [...], "update_ratio": [...] | null},
+   "mean_abs": [...], "max_abs": [...], "nonfinite": [...], "update_ratio": [...] | null},
    "module": {"norm": [...]}}`` line per recorded step, the lists in the
    header's order, ``null`` where a parameter had no gradient or a module's
    output received none. Non-finite numbers are written as JSON's common
@@ -61,7 +61,7 @@ FORMAT = "gradexport-watch"
 #: The header's ``version``.
 VERSION = 1
 #: Parameter statistics in a step line, in the order tables and TensorBoard show them.
-PARAM_STATS = ("norm", "mean", "max_abs", "nonfinite", "update_ratio")
+PARAM_STATS = ("norm", "mean", "mean_abs", "max_abs", "nonfinite", "update_ratio")
 #: Default thresholds of the vanishing and exploding judgement (see `WatchHistory.flags`).
 THRESHOLDS = {"layers": 1e-3, "own": 1e-2, "explode": 1e3, "baseline_steps": 3}
 
@@ -163,7 +163,7 @@ class WatchHistory:
         return seen + [name for name in self.modules if name not in seen]
 
     def param_table(self, stat: str = "norm") -> Table:
-        """One statistic (``norm``, ``mean``, ``max_abs``, ``nonfinite``, ``update_ratio``) per step and parameter."""
+        """One statistic (``norm``, ``mean``, ``mean_abs``, ``max_abs``, ``nonfinite``, ``update_ratio``) per step and parameter."""
         if stat not in PARAM_STATS:
             raise ArgumentKeyError(f"no parameter statistic {stat!r}; there are {list(PARAM_STATS)}")
         rows = [_row(record["param"].get(stat), len(self.parameters)) for record in self.records]
