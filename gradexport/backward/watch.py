@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
 from pathlib import Path
@@ -84,6 +85,7 @@ def watch(
     ranks: Literal["zero", "each"] = "zero",
     tensorboard: str | os.PathLike[str] | None = None,
     thresholds: dict[str, float] | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> Watch:
     """Watch ``model``'s gradients over a training loop: a context manager, or call `Watch.start` and `Watch.close`.
 
@@ -108,6 +110,8 @@ def watch(
             into this folder (the ``tensorboard`` extra).
         thresholds: Overrides of the vanishing and exploding thresholds of
             `WatchHistory.flags` (``layers``, ``own``, ``explode``, ``baseline_steps``).
+        on_step: Called with the step's index after every step ends,
+            recorded or not (the command line moves its progress bar so).
 
     Examples:
         >>> import torch, gradexport
@@ -128,6 +132,7 @@ def watch(
         ranks=ranks,
         tensorboard=tensorboard,
         thresholds=thresholds,
+        on_step=on_step,
     )
 
 
@@ -146,6 +151,7 @@ class Watch(AbstractContextManager["Watch"]):
         ranks: Literal["zero", "each"] = "zero",
         tensorboard: str | os.PathLike[str] | None = None,
         thresholds: dict[str, float] | None = None,
+        on_step: Callable[[int], None] | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ArgumentTypeError(f"watch() takes an nn.Module, not {type(model).__name__}")
@@ -164,6 +170,7 @@ class Watch(AbstractContextManager["Watch"]):
         self.ranks = ranks
         self.thresholds = {**THRESHOLDS, **(thresholds or {})}
         self._path = path
+        self._on_step = on_step
         self._tensorboard = tensorboard
         self._params = list(model.named_parameters())
         self._modules = list(model.named_modules())
@@ -328,6 +335,8 @@ class Watch(AbstractContextManager["Watch"]):
             self._calls = []
             self.step_index += 1
             self._begin_tracing()
+        if self._on_step is not None:
+            self._on_step(self.step_index - 1)
 
     def _read_gradients(self) -> dict[str, Any]:
         """The step's statistics, with one conversion of tensors into numbers."""
