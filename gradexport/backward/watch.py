@@ -60,7 +60,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
-from ..tracing._torch import foreach_norm, foreach_sub, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .watch_file import THRESHOLDS, WatchFile, WatchHistory
@@ -202,7 +202,7 @@ class Watch(AbstractContextManager["Watch"]):
         self._trace_step: int | None = None
         self._pending: dict[str, Any] | None = None
         self._pending_graph: dict[str, Any] | None = None
-        self._before: list[torch.Tensor] = []
+        self._buffers: dict[int, torch.Tensor] = {}
         self._started = False
 
     # --- life cycle -----------------------------------------------------------------
@@ -234,6 +234,7 @@ class Watch(AbstractContextManager["Watch"]):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self._buffers = {}
         self._end_tracing()
         if self._file is not None:
             self._file.close()
@@ -315,22 +316,19 @@ class Watch(AbstractContextManager["Watch"]):
         self._after_update()
 
     def _before_update(self, *_: Any) -> None:
-        if not self.recording:
-            return
-        self._pending = self._read_gradients()
-        if self.optimizer is not None:
-            self._before = [param.detach().clone() for _, param in self._params if param.grad is not None]
+        if self.recording:
+            self._pending = self._read_gradients()
 
     def _after_update(self, *_: Any) -> None:
         try:
             if self.recording and self._pending is not None:
                 record = self._pending
+                before = record.pop("_weight_norms")
                 if self.optimizer is not None:
-                    record["param"]["update_ratio"] = self._update_ratios()
+                    record["param"]["update_ratio"] = self._update_ratios(before)
                 self._write(record)
         finally:
             self._pending = None
-            self._before = []
             self._norms = []
             self._calls = []
             self.step_index += 1
@@ -338,31 +336,51 @@ class Watch(AbstractContextManager["Watch"]):
         if self._on_step is not None:
             self._on_step(self.step_index - 1)
 
+    def _present(self) -> list[int]:
+        """The parameters with a (non-empty) gradient, by index."""
+        return [index for index, (_, param) in enumerate(self._params) if param.grad is not None and param.grad.numel()]
+
     def _read_gradients(self) -> dict[str, Any]:
-        """The step's statistics, with one conversion of tensors into numbers."""
+        """The step's statistics, with one conversion of tensors into numbers.
+
+        What each costs on 2 shared CPU cores, for an MLP's 528,906 parameters in
+        18 tensors (one thread): ``_foreach_norm`` 0.08 ms for the 2-norm but
+        1.75 ms for the inf-norm, so the largest ``|g|`` comes from ``aminmax``
+        (0.2 ms); ``clone()`` of the parameters 1.35 ms against 0.065 ms for a
+        ``_foreach_copy_`` into buffers kept between steps.
+        """
+        present = self._present()
         with torch.no_grad():
-            present = [index for index, (_, param) in enumerate(self._params) if param.grad is not None]
             grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
+            extremes = [torch.aminmax(grad) for grad in grads]
             tensors: list[torch.Tensor] = []
             if grads:
-                tensors += foreach_norm(grads) + foreach_norm(grads, math.inf) + [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
+                tensors += foreach_norm(grads) + [low for low, _ in extremes] + [high for _, high in extremes]
+                tensors += [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
+            weights = []
+            if self.optimizer is not None and grads:
+                weights = [self._params[index][1].detach() for index in present]
+                buffers = [self._buffer(index, weight) for index, weight in zip(present, weights)]
+                foreach_copy_(buffers, weights)
+                tensors += foreach_norm(weights)
             tensors += [norm for _, norm in self._norms]
             numbers = _floats(tensors)
         count = len(present)
-        grad_sizes = [grad.numel() for grad in grads]
         width = len(self._params)
         columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite")}
-        for position, index in enumerate(present):
+        for position, (index, grad) in enumerate(zip(present, grads)):
+            low, high = numbers[count + position], numbers[2 * count + position]
+            largest = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
             columns["norm"][index] = numbers[position]
-            columns["max_abs"][index] = largest = numbers[count + position]
-            columns["mean"][index] = numbers[2 * count + position]
-            columns["mean_abs"][index] = numbers[3 * count + position] / max(1, grad_sizes[position])
-            grad = self._params[index][1].grad
-            assert grad is not None
+            columns["max_abs"][index] = largest
+            columns["mean"][index] = numbers[3 * count + position]
+            columns["mean_abs"][index] = numbers[4 * count + position] / grad.numel()
             # The largest |g| is finite exactly when every element is (a NaN makes it NaN): count only then.
             columns["nonfinite"][index] = 0 if math.isfinite(largest) else int((~torch.isfinite(grad)).sum())
+        rest = numbers[5 * count :]
+        weight_norms, rest = rest[: len(weights)], rest[len(weights) :]
         received: list[list[float]] = [[] for _ in self._modules]
-        for (index, _), norm in zip(self._norms, numbers[4 * count :]):
+        for (index, _), norm in zip(self._norms, rest):
             received[index].append(norm)
         # A module called several times a step (shared weights) receives a gradient at each call: the norm is over all.
         module_norms = [None if not got else got[0] if len(got) == 1 else math.sqrt(sum(n * n for n in got)) for got in received]
@@ -371,21 +389,28 @@ class Watch(AbstractContextManager["Watch"]):
             "step": self.step_index,
             "param": {**columns, "update_ratio": None},
             "module": {"norm": module_norms},
+            "_weight_norms": (present, weight_norms),
         }
         self._check_structure()
         return record
 
-    def _update_ratios(self) -> list[float | None]:
-        present = [param for _, param in self._params if param.grad is not None]
+    def _buffer(self, index: int, weight: torch.Tensor) -> torch.Tensor:
+        # The parameters before the update, kept between steps (one copy of the model's parameters).
+        buffer = self._buffers.get(index)
+        if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype or buffer.device != weight.device:
+            buffer = self._buffers[index] = torch.empty_like(weight, memory_format=torch.preserve_format)
+        return buffer
+
+    def _update_ratios(self, before: tuple[list[int], list[float]]) -> list[float | None]:
+        present, sizes = before
         ratios: list[float | None] = [None] * len(self._params)
-        if not present or len(present) != len(self._before):
+        if not present:
             return ratios
         with torch.no_grad():
-            changes = foreach_norm(foreach_sub([param.detach() for param in present], self._before))
-            numbers = _floats(changes + foreach_norm(self._before))
-        positions = [index for index, (_, param) in enumerate(self._params) if param.grad is not None]
-        for position, index in enumerate(positions):
-            change, size = numbers[position], numbers[len(present) + position]
+            buffers = [self._buffers[index] for index in present]
+            foreach_sub_(buffers, [self._params[index][1].detach() for index in present])  # before - after
+            changes = _floats(foreach_norm(buffers))
+        for index, change, size in zip(present, changes, sizes):
             ratios[index] = change / size if size else (math.inf if change else math.nan)  # as torch divides
         return ratios
 

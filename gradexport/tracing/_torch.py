@@ -26,8 +26,9 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   `saved_is_hook_packed`) and the text of the errors that reading them
   raises (`saved_read_failure`).
 * ``torch.utils._pytree.tree_leaves`` (`tensor_leaves`).
-* ``torch._foreach_norm`` and ``torch._foreach_sub``: one call for a list of
-  tensors, as ``clip_grad_norm_`` uses them (`foreach_norm`, `foreach_sub`).
+* ``torch._foreach_norm``, ``torch._foreach_sub_`` and ``torch._foreach_copy_``:
+  one call for a list of tensors, as ``clip_grad_norm_`` and the optimizers use
+  them (`foreach_norm`, `foreach_sub_`, `foreach_copy_`).
 * ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
@@ -63,8 +64,9 @@ __all__ = [
     "SlotMetadata",
     "call_node",
     "compiled_original",
+    "foreach_copy_",
     "foreach_norm",
-    "foreach_sub",
+    "foreach_sub_",
     "input_metadata",
     "leaf_variable",
     "make_grad",
@@ -424,12 +426,27 @@ def foreach_norm(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> list[torc
     return list(torch._foreach_norm(list(tensors), ord))
 
 
-def foreach_sub(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """``first[i] - second[i]`` for every ``i``, from one ``torch._foreach_sub`` call (new tensors).
+def foreach_sub_(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> None:
+    """``first[i] -= second[i]`` for every ``i``, in place, from one ``torch._foreach_sub_`` call.
 
     Examples:
         >>> import torch
-        >>> foreach_sub([torch.tensor([3.0])], [torch.tensor([1.0])])
+        >>> first = [torch.tensor([3.0])]
+        >>> foreach_sub_(first, [torch.tensor([1.0])])
+        >>> first
         [tensor([2.])]
     """
-    return list(torch._foreach_sub(list(first), list(second)))
+    torch._foreach_sub_(list(first), list(second))
+
+
+def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """``targets[i].copy_(sources[i])`` for every ``i``, from one ``torch._foreach_copy_`` call.
+
+    Examples:
+        >>> import torch
+        >>> target = [torch.zeros(2)]
+        >>> foreach_copy_(target, [torch.tensor([1.0, 2.0])])
+        >>> target
+        [tensor([1., 2.])]
+    """
+    torch._foreach_copy_(list(targets), list(sources))
