@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 import networkx as nx
 
 from ..analysis.simplify import collapse, has_modules
+from ..backward.watch_file import WatchHistory
 from ..core.errors import ArgumentValueError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
@@ -180,13 +181,15 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     return _text("json", graph_or_roots, options)
 
 
-def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
+def to_html(graph_or_roots: GraphOrRoots | WatchHistory, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
     """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
     fans of leaves), lays out only what is shown, in a Web Worker, and has
     the script API ``window.gradexportViewer``. ``title`` names the page
-    (default: the roots' names). ``write(..., formats="html")`` writes it to
+    (default: the roots' names). Given a `gradexport.WatchHistory`, it draws
+    the graph traced by `gradexport.watch` with the last recorded step's
+    gradient norms on the edges that enter each module. ``write(..., formats="html")`` writes it to
     a file; ``gradexport view TARGET`` writes and opens it.
 
     Raises:
@@ -199,6 +202,12 @@ def to_html(graph_or_roots: GraphOrRoots, *, title: str | None = None, **options
         >>> page.startswith("<!DOCTYPE html>"), "gradexportViewer" in page
         (True, True)
     """
+    if isinstance(graph_or_roots, WatchHistory):
+        history = graph_or_roots
+        step = history.steps[-1] if history.steps else None
+        graph_or_roots = history.graph(step)
+        options.setdefault("grad_norms", True)
+        title = title or f"gradient norms at module outputs, step {step}"
     source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
     with gc_paused():
         return html.to_html(source, export_options.diagram, title=title)

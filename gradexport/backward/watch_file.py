@@ -246,7 +246,9 @@ class WatchHistory:
         parameter's statistics (`param_stats`); every node of a module gets
         ``module_grad_norm`` = its module's output-gradient norm; every edge
         that enters a module from outside it (the gradient arriving at that
-        module's output) gets ``grad_norm`` = the module's norm.
+        module's output) gets ``grad_norm`` = the module's norm, and
+        ``grad`` = ``{"norm": ...}``, which `gradexport.to_html` and the other
+        writers colour edges by (``grad_norms=True``).
         """
         if not self.graphs:
             raise ArgumentKeyError("nothing was traced: the watch recorded no graph (trace=False, or no step ran)")
@@ -269,8 +271,9 @@ class WatchHistory:
                 data["module_grad_norm"] = norms[data["module"]]
         for source, target, data in graph.edges(data=True):
             inner, outer = graph.nodes[target].get("module"), graph.nodes[source].get("module")
-            if inner in norms and not _inside(outer, inner):
+            if inner in norms and not _inside(outer, inner) and norms[inner] is not None:
                 data["grad_norm"] = norms[inner]
+                data["grad"] = {"norm": norms[inner]}  # what the viewer and the writers colour edges by
         return graph
 
     def to_tensorboard(self, logdir: str | os.PathLike[str]) -> Path:
