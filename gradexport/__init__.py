@@ -17,12 +17,15 @@ _guard_startup()
 from .analysis.diff import DiffSummary, describe_diff
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
+from .analysis.watch_plot import plot_flow
 from .api.diff import diff
 from .api.distributed import compare_ranks
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
 from .backward.replay import Replay, ReplayStart, ReplayStep, replay
+from .backward.watch import Watch, watch
+from .backward.watch_file import WatchHistory, load_watch
 from .core.errors import (
     ArgumentKeyError,
     ArgumentTypeError,
@@ -47,6 +50,7 @@ from .core.errors import (
     StartGradientError,
     StepsUnavailableError,
     StreamConsumedError,
+    StructureChangedWarning,
     ViewerTooLargeError,
 )
 from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
@@ -99,10 +103,13 @@ __all__ = [
     "StartGradientError",
     "StepsUnavailableError",
     "StreamConsumedError",
+    "StructureChangedWarning",
     "TraceOptions",
     "Unreached",
     "UnreachedReport",
     "ViewerTooLargeError",
+    "Watch",
+    "WatchHistory",
     "capture_modules",
     "capture_source",
     "collapse",
@@ -114,7 +121,9 @@ __all__ = [
     "fit",
     "from_json",
     "hide",
+    "load_watch",
     "only_reaching",
+    "plot_flow",
     "record_gradients",
     "replay",
     "run_with_large_stack",
@@ -129,5 +138,6 @@ __all__ = [
     "to_pydot",
     "to_svg",
     "unreached",
+    "watch",
     "write",
 ]

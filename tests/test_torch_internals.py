@@ -234,6 +234,17 @@ def test_is_dynamo_code_knows_a_compiled_functions_code() -> None:
         sys.setprofile(None)
     assert any(_torch.is_dynamo_code(code) for code in seen), changed("torch._dynamo.utils.orig_code_map", "its keys")
     assert not _torch.is_dynamo_code(body.__code__)
+def test_foreach_norm_sub_and_copy_agree_with_one_tensor_at_a_time() -> None:
+    tensors = [torch.tensor([3.0, -4.0]), torch.tensor([[1.0, float("nan")]]), torch.tensor([float("inf"), 1.0])]
+    for order in (2.0, float("inf")):
+        expected = [torch.linalg.vector_norm(tensor, order) for tensor in tensors]
+        got = _torch.foreach_norm(tensors, order)
+        assert all(torch.equal(a, b) or (a.isnan() and b.isnan()) for a, b in zip(got, expected)), changed("torch._foreach_norm", f"ord={order}")
+    target = [torch.zeros(2)]
+    _torch.foreach_copy_(target, tensors[:1])
+    assert target[0].tolist() == [3.0, -4.0], changed("torch._foreach_copy_", "result")
+    _torch.foreach_sub_(target, [torch.ones(2)])
+    assert target[0].tolist() == [2.0, -5.0], changed("torch._foreach_sub_", "result")
 
 
 #: Names of torch's private API that only gradexport/tracing/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
@@ -241,6 +252,7 @@ PRIVATE_NAMES = {
     "_sequence_nr", "_get_sequence_nr", "_input_metadata", "_make_grads", "_backward_hooks", "hooks_dict_ref",
     "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict",
     "_forward_cls", "orig_code_map",
+    "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict", "_foreach_norm", "_foreach_sub_", "_foreach_copy_",
 }
 
 

@@ -5,7 +5,9 @@
 - `gradexport.analysis.diff`: what changed between two graphs (`gradexport.diff`
   takes files and roots too, see `gradexport.api.diff`);
 - `gradexport.analysis.memory`: which nodes and modules hold saved tensors'
-  bytes (`gradexport.saved_memory`).
+  bytes (`gradexport.saved_memory`);
+- `gradexport.analysis.watch_plot`: the gradient-flow plot and heat map of a
+  watched training run (`gradexport.plot_flow`).
 
 May import: core, tracing, backward.
 """

@@ -55,6 +55,7 @@ import networkx as nx
 from ..analysis.simplify import collapse, has_modules
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
+from ..backward.watch_file import WatchHistory
 from ..core.errors import ArgumentValueError, StepsUnavailableError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
@@ -259,13 +260,17 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     return _text("json", graph_or_roots, options)
 
 
-def to_html(graph_or_roots: GraphOrRoots | Replay, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
+def to_html(
+    graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str | None = None, **options: Unpack[ExportKeywords]
+) -> str:
     """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
     fans of leaves), lays out only what is shown, in a Web Worker, and has
     the script API ``window.gradexportViewer``. ``title`` names the page
-    (default: the roots' names). ``write(..., formats="html")`` writes it to
+    (default: the roots' names). Given a `gradexport.WatchHistory`, it draws
+    the graph traced by `gradexport.watch` with the last recorded step's
+    gradient norms on the edges that enter each module. ``write(..., formats="html")`` writes it to
     a file; ``gradexport view TARGET`` writes and opens it.
 
     Given a `gradexport.Replay` (what `gradexport.replay` returns), or
@@ -287,6 +292,12 @@ def to_html(graph_or_roots: GraphOrRoots | Replay, *, title: str | None = None, 
         >>> page.startswith("<!DOCTYPE html>"), "gradexportViewer" in page
         (True, True)
     """
+    if isinstance(graph_or_roots, WatchHistory):
+        history = graph_or_roots
+        step = history.steps[-1] if history.steps else None
+        graph_or_roots = history.graph(step)
+        options.setdefault("grad_norms", True)
+        title = title or f"gradient norms at module outputs, step {step}"
     graph_or_roots, options = with_steps(graph_or_roots, options, formats=["html"], caller="to_html")
     source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
     with gc_paused():

@@ -8,7 +8,10 @@
 - `gradexport.backward.record_gradients`: a real backward observed by
   hooks, with a gradient record on every edge (`gradexport.record_gradients`);
 - `gradexport.backward.nonfinite`: where a NaN or infinity started
-  (`gradexport.find_nonfinite`).
+  (`gradexport.find_nonfinite`);
+- `gradexport.backward.watch`: gradients per parameter and module over a
+  training loop (`gradexport.watch`), into the file of
+  `gradexport.backward.watch_file` (`gradexport.load_watch`).
 
 May import: core, tracing.
 """

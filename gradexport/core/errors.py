@@ -33,7 +33,8 @@ GradexportError
 GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
-└── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
+├── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
+└── StructureChangedWarning: a watched model called other modules than before; its graph is traced again
 ```
 
 Examples:
@@ -71,6 +72,7 @@ __all__ = [
     "StartGradientError",
     "StepsUnavailableError",
     "StreamConsumedError",
+    "StructureChangedWarning",
     "ViewerTooLargeError",
 ]
 
@@ -225,6 +227,10 @@ class MermaidSizeWarning(GradexportWarning):
 
 class DeepGraphWarning(GradexportWarning, RuntimeWarning):
     """Freeing a deep graph on the main thread may crash this process; the message says what to do."""
+
+
+class StructureChangedWarning(GradexportWarning):
+    """A model under `gradexport.watch` called other modules than at the last traced step; its graph is traced again."""
 
 
 # Shown and pickled as gradexport.RootError..., the name users import them by.

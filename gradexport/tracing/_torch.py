@@ -30,6 +30,9 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   node belongs to (`function_codes`).
 * ``torch._dynamo.utils.orig_code_map``: the code objects Dynamo wrote in
   place of a compiled function's (`is_dynamo_code`).
+* ``torch._foreach_norm``, ``torch._foreach_sub_`` and ``torch._foreach_copy_``:
+  one call for a list of tensors, as ``clip_grad_norm_`` and the optimizers use
+  them (`foreach_norm`, `foreach_sub_`, `foreach_copy_`).
 * ``torch.autograd.graph._engine_run_backward`` (what `torch.autograd.grad`
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
@@ -79,6 +82,9 @@ __all__ = [
     "donates_saved_buffers",
     "in_place_versions",
     "function_codes",
+    "foreach_copy_",
+    "foreach_norm",
+    "foreach_sub_",
     "input_metadata",
     "is_dynamo_code",
     "leaf_variable",
@@ -580,3 +586,40 @@ def function_codes(node_type: type) -> frozenset[Any]:
         if code is not None and code is not getattr(getattr(torch.autograd.Function, name), "__code__", None):
             codes.add(code)
     return frozenset(codes)
+def foreach_norm(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
+    """The ``ord``-norm of each tensor, 0-d tensors, from one ``torch._foreach_norm`` call (``inf``: the largest ``|x|``).
+
+    A NaN anywhere makes that tensor's norm NaN, for ``inf`` too.
+
+    Examples:
+        >>> import torch
+        >>> [float(n) for n in foreach_norm([torch.tensor([3.0, -4.0]), torch.tensor([-2.0])], float("inf"))]
+        [4.0, 2.0]
+    """
+    return list(torch._foreach_norm(list(tensors), ord))
+
+
+def foreach_sub_(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> None:
+    """``first[i] -= second[i]`` for every ``i``, in place, from one ``torch._foreach_sub_`` call.
+
+    Examples:
+        >>> import torch
+        >>> first = [torch.tensor([3.0])]
+        >>> foreach_sub_(first, [torch.tensor([1.0])])
+        >>> first
+        [tensor([2.])]
+    """
+    torch._foreach_sub_(list(first), list(second))
+
+
+def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor]) -> None:
+    """``targets[i].copy_(sources[i])`` for every ``i``, from one ``torch._foreach_copy_`` call.
+
+    Examples:
+        >>> import torch
+        >>> target = [torch.zeros(2)]
+        >>> foreach_copy_(target, [torch.tensor([1.0, 2.0])])
+        >>> target
+        [tensor([1., 2.])]
+    """
+    torch._foreach_copy_(list(targets), list(sources))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ DESCRIPTION = (
 )
 
 def main(argv: Sequence[str]) -> int:
+    if any(item == "--watch" or item.startswith("--watch=") for item in argv):
+        return _view_watch(argv)
     parser = subparser("view", DESCRIPTION)
     parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: FUNCTION.html in the current folder)")
     parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
@@ -65,3 +68,32 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     if not args.no_open:
         webbrowser.open(address)
     return 0, [str(paths["html"]) if args.no_open else f"opened {address}"]
+
+
+def _view_watch(argv: Sequence[str]) -> int:
+    """``gradexport view --watch PATH``: the viewer page of a `gradexport.watch` file's graph at its last step."""
+    import webbrowser
+
+    from ...api.export import to_html
+    from ...backward.watch_file import load_watch
+
+    parser = subparser("view --watch", "Write the viewer page of a gradexport.watch file (its graph, with the last step's gradient norms) and open it.", target=False)
+    parser.add_argument("--watch", metavar="PATH", required=True, help="a file written by gradexport.watch or gradexport watch")
+    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: PATH with .html)")
+    parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")
+    args = parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    source = Path(args.watch)
+    page = Path(args.output) if args.output else source.with_suffix(".html")
+    try:
+        page.write_text(to_html(load_watch(source)), encoding="utf-8")
+    except (OSError, ValueError, KeyError) as error:
+        print(f"{PROG} view: error: {one_line(error)}", file=sys.stderr)
+        return 1
+    if args.no_open:
+        print(page)
+    else:
+        webbrowser.open(page.resolve().as_uri())
+        print(f"opened {page.resolve().as_uri()}")
+    return 0

@@ -1,0 +1,134 @@
+"""``python -m benchmarks.watch``: a training step with and without `gradexport.watch`, in one run.
+
+Three models: an MLP, a 12-layer ``nn.TransformerEncoder`` and a ResNet-style
+CNN. Each round times ``--steps`` plain steps, then ``--steps`` steps under
+``watch(every=1)`` and under ``watch(every=10)`` (with the optimizer, so the
+update-to-weight ratio is computed too), alternating so that the machine's load
+falls on all alike; the figure is the minimum over rounds of the per-step time
+(the least disturbed by other work on shared cores),
+and the ratio is watched over plain. The first (traced) step is timed apart.
+Memory per recorded step is the bytes of its line in the file (what stays on
+disk and in ``Watch.records``); the parameter copy taken for the update ratio
+is transient (freed when the step ends) and said separately.
+
+Example::
+
+    python -m benchmarks.watch --rounds 7 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+import gradexport
+
+
+class Block(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))))
+
+
+def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]]:
+    """name -> (model, a batch maker, the loss of an output)."""
+    torch.manual_seed(0)
+    width = 256 // scale
+    mlp = nn.Sequential(*[layer for _ in range(8) for layer in (nn.Linear(width, width), nn.ReLU())], nn.Linear(width, 10))
+    d_model = 128 // scale
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model, 4, 4 * d_model, dropout=0.0, batch_first=True), 12, enable_nested_tensor=False)
+    channels = 32 // scale
+    cnn = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), *[Block(channels) for _ in range(6)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
+    return {
+        "MLP (8 x Linear 256)": (mlp, lambda: torch.randn(64, width), lambda out: out.pow(2).mean()),
+        "TransformerEncoder (12 layers, d=128)": (encoder, lambda: torch.randn(16, 32, d_model), lambda out: out.pow(2).mean()),
+        "ResNet-style CNN (6 blocks, 32 ch)": (cnn, lambda: torch.randn(16, 3, 16, 16), lambda out: out.pow(2).mean()),
+    }
+
+
+def measure(rounds: int, steps: int, scale: int = 1) -> list[dict[str, Any]]:
+    """Per model: the best step time plain and watched (every=1, every=10), their ratios, and bytes per recorded step."""
+    torch.set_num_threads(1)
+    rows = []
+    for name, (model, batch, loss_of) in models(scale).items():
+        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+        inputs = [batch() for _ in range(steps)]
+
+        def train(count: int) -> float:
+            start = time.perf_counter()
+            for x in inputs[:count]:
+                optimizer.zero_grad()
+                loss_of(model(x)).backward()
+                optimizer.step()
+            return (time.perf_counter() - start) / count
+
+        times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": []}
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "watch.jsonl"
+            first_start = time.perf_counter()
+            with gradexport.watch(model, optimizer=optimizer, path=path) as traced:
+                train(1)
+            first = time.perf_counter() - first_start
+            graph_bytes = len(json.dumps(traced.records[0]))
+            train(steps)  # warm up
+            for _ in range(rounds):
+                times["plain"].append(train(steps))
+                for every in (1, 10):
+                    with gradexport.watch(model, optimizer=optimizer, path=path, every=every, trace=False) as watched:
+                        times[f"every={every}"].append(train(steps))
+                line_bytes = statistics.mean(len(line) + 1 for line in path.read_bytes().splitlines()[1:])
+            del watched
+        best = {name: min(values) for name, values in times.items()}
+        plain = best["plain"]
+        rows.append({
+            "model": name,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "modules": len(list(model.modules())),
+            "plain_ms": plain * 1e3,
+            "every1_ms": best["every=1"] * 1e3,
+            "every10_ms": best["every=10"] * 1e3,
+            "ratio_every1": best["every=1"] / plain,
+            "ratio_every10": best["every=10"] / plain,
+            "first_step_ms": first * 1e3,
+            "bytes_per_step": line_bytes,
+            "graph_bytes": graph_bytes,
+            "param_copy_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        })
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    args = parser.parse_args()
+    rows = measure(args.rounds, args.steps)
+    print("| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | transient parameter copy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(
+            f"| {row['model']} | {row['parameters']:,} | {row['modules']} | {row['plain_ms']:.2f} ms | {row['ratio_every1']:.3f}x | "
+            f"{row['ratio_every10']:.3f}x | {row['first_step_ms']:.0f} ms | {row['bytes_per_step']:,.0f} | {row['graph_bytes']:,} | {row['param_copy_bytes']:,} |"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,474 @@
+"""Gradient flow over training: `watch` a model's gradients per parameter and per module, step after step.
+
+`watch` puts hooks on a model for the length of a training loop. At every
+``every``-th step it keeps, per parameter, the norm, mean, mean and largest ``|g|``
+and non-finite count of its ``.grad`` (and, given the optimizer, the
+update-to-weight ratio ``‖w_after - w_before‖ / ‖w_before‖`` of the step), and
+per module the norm of the gradient that arrived at the module's output (a
+tensor hook on the output, placed by a forward hook), so that a gradient
+vanishing between layers shows. The graph is traced once, at the first
+recorded step, and again only after the modules a step calls change (a
+`gradexport.StructureChangedWarning` says so).
+
+A step ends at ``optimizer.step()`` when the optimizer is given (a step
+pre-hook reads the gradients, a post-hook the update), otherwise at
+`Watch.step`, to be called after ``backward()``. Statistics are computed as
+tensors (``torch._foreach_norm`` over all gradients at once) and turned into
+Python numbers once per step. The hooks return ``None`` and read, never write:
+training under `watch` is bit-identical to training without it.
+
+What is recorded under ``DistributedDataParallel``: a parameter's ``.grad``
+after ``backward()`` is the all-reduced average over the ranks (DDP's reducer
+writes it during backward); a module's output gradient is this rank's own,
+before any all-reduce. Each rank records; ``ranks="zero"`` (default) writes
+only rank 0's file, ``ranks="each"`` one file per rank.
+
+The file is described in `gradexport.backward.watch_file`.
+
+Examples:
+    >>> import torch, gradexport
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> with gradexport.watch(model, optimizer=optimizer) as w:
+    ...     for _ in range(3):
+    ...         optimizer.zero_grad()
+    ...         model(torch.randn(16, 4)).pow(2).mean().backward()
+    ...         optimizer.step()
+    >>> history = w.history
+    >>> history.steps, history.order, history.flags()
+    ([0, 1, 2], ['0', '1', '2', ''], {})
+    >>> sorted(history.param_stats(2)["0.weight"])
+    ['max_abs', 'mean', 'mean_abs', 'nonfinite', 'norm', 'update_ratio']
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
+from ..tracing.graph import to_networkx
+from ..tracing.modules import capture_modules
+from .watch_file import THRESHOLDS, WatchFile, WatchHistory
+
+__all__ = ["RECORDED", "Watch", "watch"]
+
+#: What the gradients in a watch file are, as its header says.
+RECORDED = (
+    "parameters: .grad after backward (under DistributedDataParallel: after its all-reduce, the average over ranks); "
+    "modules: the gradient at the module's output on this rank (before any all-reduce)"
+)
+
+
+def watch(
+    model: nn.Module,
+    *,
+    every: int = 1,
+    optimizer: torch.optim.Optimizer | None = None,
+    path: str | os.PathLike[str] | None = None,
+    fsync: bool = False,
+    trace: bool = True,
+    ranks: Literal["zero", "each"] = "zero",
+    tensorboard: str | os.PathLike[str] | None = None,
+    thresholds: dict[str, float] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> Watch:
+    """Watch ``model``'s gradients over a training loop: a context manager, or call `Watch.start` and `Watch.close`.
+
+    Args:
+        model: The module to watch: all its parameters and all its modules.
+        every: Record every ``every``-th step (steps 0, every, 2·every...).
+        optimizer: The optimizer whose ``step()`` ends a step; with it, the
+            update-to-weight ratio is recorded (the parameters are copied
+            before each recorded step for it). Without it, call `Watch.step`
+            after each ``backward()``.
+        path: Append the history to this file (JSON Lines, see
+            `gradexport.backward.watch_file`); with ``ranks="each"`` a
+            ``{rank}`` in it is replaced by the rank, otherwise ``.rankN``
+            goes before the suffix.
+        fsync: ``os.fsync`` after every line, so a machine that loses power
+            keeps every step too (a killed process keeps them without it).
+        trace: Trace the autograd graph at the first recorded step (and again
+            after a structure change), for `WatchHistory.graph` and the viewer.
+        ranks: Under ``torch.distributed``: ``"zero"`` writes only on rank 0,
+            ``"each"`` writes one file per rank.
+        tensorboard: Also write every step's values as TensorBoard scalars
+            into this folder (the ``tensorboard`` extra).
+        thresholds: Overrides of the vanishing and exploding thresholds of
+            `WatchHistory.flags` (``layers``, ``own``, ``explode``, ``baseline_steps``).
+        on_step: Called with the step's index after every step ends,
+            recorded or not (the command line moves its progress bar so).
+
+    Examples:
+        >>> import torch, gradexport
+        >>> model = torch.nn.Linear(3, 1)
+        >>> with gradexport.watch(model) as w:
+        ...     model(torch.ones(2, 3)).sum().backward()
+        ...     w.step()
+        >>> w.history.param_table("max_abs").rows
+        [[2.0, 2.0]]
+    """
+    return Watch(
+        model,
+        every=every,
+        optimizer=optimizer,
+        path=path,
+        fsync=fsync,
+        trace=trace,
+        ranks=ranks,
+        tensorboard=tensorboard,
+        thresholds=thresholds,
+        on_step=on_step,
+    )
+
+
+class Watch(AbstractContextManager["Watch"]):
+    """A running `watch`: its hooks, its file, and what it recorded so far (`history`)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        every: int = 1,
+        optimizer: torch.optim.Optimizer | None = None,
+        path: str | os.PathLike[str] | None = None,
+        fsync: bool = False,
+        trace: bool = True,
+        ranks: Literal["zero", "each"] = "zero",
+        tensorboard: str | os.PathLike[str] | None = None,
+        thresholds: dict[str, float] | None = None,
+        on_step: Callable[[int], None] | None = None,
+    ) -> None:
+        if not isinstance(model, nn.Module):
+            raise ArgumentTypeError(f"watch() takes an nn.Module, not {type(model).__name__}")
+        if not isinstance(every, int) or every < 1:
+            raise ArgumentValueError(f"every must be a positive integer, not {every!r}")
+        if ranks not in ("zero", "each"):
+            raise ArgumentValueError(f"ranks must be 'zero' or 'each', not {ranks!r}")
+        unknown = set(thresholds or {}) - set(THRESHOLDS)
+        if unknown:
+            raise ArgumentValueError(f"unknown thresholds {sorted(unknown)}; there are {sorted(THRESHOLDS)}")
+        self.model = model
+        self.every = every
+        self.optimizer = optimizer
+        self.fsync = fsync
+        self.trace = trace
+        self.ranks = ranks
+        self.thresholds = {**THRESHOLDS, **(thresholds or {})}
+        self._path = path
+        self._on_step = on_step
+        self._tensorboard = tensorboard
+        self._params = list(model.named_parameters())
+        self._modules = list(model.named_modules())
+        self._module_index = {id(module): index for index, (_, module) in enumerate(self._modules)}
+        layers = [name for name, module in self._modules if any(True for _ in module.parameters(recurse=False))]
+        self.rank, self.world_size = _rank()
+        self.header: dict[str, Any] = {
+            "parameters": [name for name, _ in self._params],
+            "modules": [name for name, _ in self._modules],
+            "layers": layers,
+            "every": every,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "recorded": RECORDED,
+            "thresholds": self.thresholds,
+        }
+        #: The current step (counted from 0, recorded or not).
+        self.step_index = 0
+        self.records: list[dict[str, Any]] = []
+        self.path: Path | None = None
+        self._file: WatchFile | None = None
+        self._board: Any = None
+        self._handles: list[RemovableHandle] = []
+        self._norms: list[tuple[int, torch.Tensor]] = []
+        self._calls: list[int] = []
+        self._traced_calls: tuple[int, ...] | None = None
+        self._need_trace = trace
+        self._tracing: AbstractContextManager[None] | None = None
+        self._trace_step: int | None = None
+        self._pending: dict[str, Any] | None = None
+        self._pending_graph: dict[str, Any] | None = None
+        self._buffers: dict[int, torch.Tensor] = {}
+        self._started = False
+
+    # --- life cycle -----------------------------------------------------------------
+
+    def start(self) -> Watch:
+        """Place the hooks and open the file; returns the watch."""
+        if self._started:
+            return self
+        self._started = True
+        writes = self.ranks == "each" or self.rank == 0
+        if self._path is not None and writes:
+            self.path = _rank_path(Path(self._path), self.rank) if self.ranks == "each" and self.world_size > 1 else Path(self._path)
+            self._file = WatchFile(self.path, self.header, fsync=self.fsync)
+        if self._tensorboard is not None and writes:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._board = SummaryWriter(log_dir=str(self._tensorboard))
+        for index, (_, module) in enumerate(self._modules):
+            self._handles.append(module.register_forward_hook(partial(self._after_forward, index)))
+        self._handles.append(self.model.register_forward_hook(self._after_model, always_call=True))
+        if self.optimizer is not None:
+            self._handles.append(self.optimizer.register_step_pre_hook(self._before_update))
+            self._handles.append(self.optimizer.register_step_post_hook(self._after_update))
+        self._begin_tracing()
+        return self
+
+    def close(self) -> None:
+        """Remove the hooks and close the file (a step begun but not ended is not recorded)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._buffers = {}
+        self._end_tracing()
+        if self._file is not None:
+            self._file.close()
+        if self._board is not None:
+            self._board.close()
+        self._started = False
+
+    def __enter__(self) -> Watch:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def recording(self) -> bool:
+        """Whether the current step is recorded."""
+        return self._started and self.step_index % self.every == 0
+
+    @property
+    def history(self) -> WatchHistory:
+        """What was recorded so far, as `gradexport.load_watch` would read it from the file."""
+        return WatchHistory(self.header, self.records)
+
+    # --- forward: module outputs and the trace ----------------------------------------
+
+    def _after_forward(self, index: int, module: nn.Module, args: Any, output: Any) -> None:
+        if not self.recording:
+            return
+        hooked = False
+        for tensor in tensor_leaves(output):
+            if tensor.requires_grad:
+                tensor.register_hook(partial(self._on_output_grad, index))
+                hooked = True
+        if hooked:
+            self._calls.append(index)
+
+    def _on_output_grad(self, index: int, grad: torch.Tensor) -> None:
+        self._norms.append((index, torch.linalg.vector_norm(grad.detach())))
+
+    def _begin_tracing(self) -> None:
+        # Entered before the model's forward begins (at start(), or when the previous step ends), so that
+        # capture_modules' global hooks see the model's own call too; left when the model's forward returns.
+        if self.recording and self._need_trace and self._tracing is None:
+            self._tracing = capture_modules()
+            self._tracing.__enter__()
+
+    def _after_model(self, module: nn.Module, args: Any, output: Any) -> None:
+        if self._tracing is None or not torch.is_grad_enabled():
+            return
+        self._end_tracing()
+        roots = [tensor for tensor in tensor_leaves(output) if tensor.requires_grad]
+        if not roots:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # a model whose own forward holds every node names none
+                graph = to_networkx(roots, module=self.model)
+        except RootError:
+            return
+        self._need_trace = False
+        self._trace_step = self.step_index
+        self._pending_graph = nx.node_link_data(graph, edges="edges")
+
+    def _end_tracing(self) -> None:
+        if self._tracing is not None:
+            tracing, self._tracing = self._tracing, None
+            tracing.__exit__(None, None, None)
+
+    # --- the end of a step ----------------------------------------------------------------
+
+    def step(self) -> None:
+        """End the current step (after ``backward()``, before ``zero_grad()``): record it if it is recorded.
+
+        With an ``optimizer`` given, ``optimizer.step()`` does this itself.
+        """
+        if self.optimizer is not None:
+            raise ArgumentValueError("this watch ends its steps at optimizer.step(); do not call step() as well")
+        self._before_update()
+        self._after_update()
+
+    def _before_update(self, *_: Any) -> None:
+        if self.recording:
+            self._pending = self._read_gradients()
+
+    def _after_update(self, *_: Any) -> None:
+        try:
+            if self.recording and self._pending is not None:
+                record = self._pending
+                before = record.pop("_weight_norms")
+                if self.optimizer is not None:
+                    record["param"]["update_ratio"] = self._update_ratios(before)
+                self._write(record)
+        finally:
+            self._pending = None
+            self._norms = []
+            self._calls = []
+            self.step_index += 1
+            self._begin_tracing()
+        if self._on_step is not None:
+            self._on_step(self.step_index - 1)
+
+    def _present(self) -> list[int]:
+        """The parameters with a (non-empty) gradient, by index."""
+        return [index for index, (_, param) in enumerate(self._params) if param.grad is not None and param.grad.numel()]
+
+    def _read_gradients(self) -> dict[str, Any]:
+        """The step's statistics, with one conversion of tensors into numbers.
+
+        What each costs on 2 shared CPU cores, for an MLP's 528,906 parameters in
+        18 tensors (one thread): ``_foreach_norm`` 0.08 ms for the 2-norm but
+        1.75 ms for the inf-norm, so the largest ``|g|`` comes from ``aminmax``
+        (0.2 ms); ``clone()`` of the parameters 1.35 ms against 0.065 ms for a
+        ``_foreach_copy_`` into buffers kept between steps.
+        """
+        present = self._present()
+        with torch.no_grad():
+            grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
+            extremes = [torch.aminmax(grad) for grad in grads]
+            tensors: list[torch.Tensor] = []
+            if grads:
+                tensors += foreach_norm(grads) + [low for low, _ in extremes] + [high for _, high in extremes]
+                tensors += [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
+            weights = []
+            if self.optimizer is not None and grads:
+                weights = [self._params[index][1].detach() for index in present]
+                buffers = [self._buffer(index, weight) for index, weight in zip(present, weights)]
+                foreach_copy_(buffers, weights)
+                tensors += foreach_norm(weights)
+            tensors += [norm for _, norm in self._norms]
+            numbers = _floats(tensors)
+        count = len(present)
+        width = len(self._params)
+        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite")}
+        for position, (index, grad) in enumerate(zip(present, grads)):
+            low, high = numbers[count + position], numbers[2 * count + position]
+            largest = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
+            columns["norm"][index] = numbers[position]
+            columns["max_abs"][index] = largest
+            columns["mean"][index] = numbers[3 * count + position]
+            columns["mean_abs"][index] = numbers[4 * count + position] / grad.numel()
+            # The largest |g| is finite exactly when every element is (a NaN makes it NaN): count only then.
+            columns["nonfinite"][index] = 0 if math.isfinite(largest) else int((~torch.isfinite(grad)).sum())
+        rest = numbers[5 * count :]
+        weight_norms, rest = rest[: len(weights)], rest[len(weights) :]
+        received: list[list[float]] = [[] for _ in self._modules]
+        for (index, _), norm in zip(self._norms, rest):
+            received[index].append(norm)
+        # A module called several times a step (shared weights) receives a gradient at each call: the norm is over all.
+        module_norms = [None if not got else got[0] if len(got) == 1 else math.sqrt(sum(n * n for n in got)) for got in received]
+        record: dict[str, Any] = {
+            "kind": "step",
+            "step": self.step_index,
+            "param": {**columns, "update_ratio": None},
+            "module": {"norm": module_norms},
+            "_weight_norms": (present, weight_norms),
+        }
+        self._check_structure()
+        return record
+
+    def _buffer(self, index: int, weight: torch.Tensor) -> torch.Tensor:
+        # The parameters before the update, kept between steps (one copy of the model's parameters).
+        buffer = self._buffers.get(index)
+        if buffer is None or buffer.shape != weight.shape or buffer.dtype != weight.dtype or buffer.device != weight.device:
+            buffer = self._buffers[index] = torch.empty_like(weight, memory_format=torch.preserve_format)
+        return buffer
+
+    def _update_ratios(self, before: tuple[list[int], list[float]]) -> list[float | None]:
+        present, sizes = before
+        ratios: list[float | None] = [None] * len(self._params)
+        if not present:
+            return ratios
+        with torch.no_grad():
+            buffers = [self._buffers[index] for index in present]
+            foreach_sub_(buffers, [self._params[index][1].detach() for index in present])  # before - after
+            changes = _floats(foreach_norm(buffers))
+        for index, change, size in zip(present, changes, sizes):
+            ratios[index] = change / size if size else (math.inf if change else math.nan)  # as torch divides
+        return ratios
+
+    def _check_structure(self) -> None:
+        calls = tuple(dict.fromkeys(self._calls))
+        if self._trace_step == self.step_index or self._traced_calls is None:
+            if calls:
+                self._traced_calls = calls
+            return
+        if calls and calls != self._traced_calls:
+            names = [self._modules[index][0] or "(model)" for index in calls]
+            before = [self._modules[index][0] or "(model)" for index in self._traced_calls]
+            reason = f"step {self.step_index} called {len(names)} modules {names[:8]}, the traced step {len(before)} {before[:8]}"
+            warnings.warn(
+                f"watch: the model's structure changed ({reason}); its graph is traced again at the next recorded step",
+                StructureChangedWarning,
+                stacklevel=2,
+            )
+            self._emit({"kind": "structure", "step": self.step_index, "reason": reason})
+            self._traced_calls = calls
+            self._need_trace = self.trace
+
+    def _write(self, record: dict[str, Any]) -> None:
+        graph = self._pending_graph
+        if graph is not None:
+            self._pending_graph = None
+            order = [self._modules[index][0] for index in dict.fromkeys(self._calls)]
+            reason = "the first recorded step" if not any(r.get("kind") == "graph" for r in self.records) else "the structure changed"
+            self._emit({"kind": "graph", "step": record["step"], "reason": reason, "order": order, "graph": graph})
+        self._emit(record)
+        if self._board is not None:
+            for tag, value in self.history.scalars(record):
+                self._board.add_scalar(tag, value, record["step"])
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        if self._file is not None:
+            self._file.write(record)
+
+
+def _floats(tensors: list[torch.Tensor]) -> list[float]:
+    """0-d tensors as Python floats, in one device-to-host transfer."""
+    if not tensors:
+        return []
+    first = tensors[0]
+    if all(tensor.dtype == first.dtype and tensor.device == first.device for tensor in tensors):
+        return [float(value) for value in torch.stack(tensors).tolist()]
+    return [float(value) for value in torch.stack([tensor.to("cpu", torch.float64) for tensor in tensors]).tolist()]
+
+
+def _rank() -> tuple[int, int]:
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        return distributed.get_rank(), distributed.get_world_size()
+    return 0, 1
+
+
+def _rank_path(path: Path, rank: int) -> Path:
+    if "{rank}" in str(path):
+        return Path(str(path).format(rank=rank))
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")

@@ -1,0 +1,70 @@
+"""The viewer page of a watch history (`gradexport.to_html(history)`, ``gradexport view --watch``), checked in Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from browser_fixtures import browser  # noqa: F401
+from torch import nn
+
+import gradexport
+from gradexport.frontends.cli import main
+
+
+def watched_history(tmp_path: Path) -> tuple[Path, dict[str, float]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    outputs: dict[str, float] = {}
+    for name, module in model.named_modules():
+
+        def hook(module: nn.Module, args: Any, out: torch.Tensor, name: str = name) -> None:
+            out.register_hook(lambda grad: outputs.__setitem__(name, float(torch.linalg.vector_norm(grad))))
+
+        module.register_forward_hook(hook)
+    path = tmp_path / "run.jsonl"
+    with gradexport.watch(model, optimizer=optimizer, path=path):
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            optimizer.step()
+    return path, outputs
+
+
+def test_the_history_graph_carries_the_last_steps_norms_on_the_edges_into_each_module(tmp_path: Path) -> None:
+    path, outputs = watched_history(tmp_path)
+    graph = gradexport.load_watch(path).graph()
+    entering = {graph.nodes[v]["module"]: d["grad"]["norm"] for u, v, d in graph.edges(data=True) if "grad" in d}
+    for module in ("0", "2", "4"):
+        assert entering[module] == pytest.approx(outputs[module], rel=1e-6)
+
+
+def test_view_watch_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, _ = watched_history(tmp_path)
+    assert main(["view", "--watch", str(path), "--no-open"]) == 0
+    page = path.with_suffix(".html")
+    assert capsys.readouterr().out.strip() == str(page)
+    assert "gradexportViewer" in page.read_text()
+    assert main(["view", "--watch", str(tmp_path / "missing.jsonl"), "--no-open"]) == 1
+
+
+@pytest.mark.browser
+def test_the_page_colours_edges_by_the_recorded_norms_with_a_legend(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    path, _ = watched_history(tmp_path)
+    page_path = tmp_path / "watch.html"
+    page_path.write_text(gradexport.to_html(gradexport.load_watch(path)), encoding="utf-8")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.route("**/*", lambda route: route.continue_() if route.request.url == page_path.as_uri() else route.abort())
+    page.goto(page_path.as_uri(), wait_until="load")
+    page.wait_for_function("window.gradexportViewer !== undefined")
+    page.evaluate("window.gradexportViewer.ready")
+    page.evaluate("window.gradexportViewer.expandAll()")
+    assert page.evaluate("document.querySelectorAll('.gx-ramp span').length") == 6
+    assert page.evaluate("[...document.querySelectorAll('.gx-edge-line')].filter(p => p.style.stroke).length") >= 3
+    assert errors == []
+    page.close()
