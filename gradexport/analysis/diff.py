@@ -19,7 +19,9 @@ layer shifts them all):
    Where a run is replaced by a run of the same length, the nodes are
    paired in order and reported as ``changed`` (an activation swapped,
    ``ReluBackward0`` for ``GeluBackward0``). Beyond `ALIGN_LIMIT`
-   pairs of leftover nodes this step is skipped.
+   pairs of leftover nodes, the common head and tail of the two orders
+   match first (in linear time), matches spread from them again, and only
+   what is left between them is aligned, if that is few enough.
 4. An opaque node that matched nothing (a ``torch.compile`` region, a
    reentrant checkpoint, a custom Function) stands for the unmatched nodes
    of the other graph that hang below its matched parents: it is reported
@@ -66,8 +68,9 @@ NODE_FIELDS = (
 #: Edge attributes compared between matched edges (when both carry them).
 EDGE_FIELDS = ("input_nr", "shape", "dtype", "device")
 
-#: Above this many pairs (unmatched nodes of a times those of b) the leftovers are not aligned:
-#: difflib's alignment costs up to their product, and they stay added and removed.
+#: Above this many pairs (unmatched nodes of a times those of b) the leftovers are not aligned by
+#: difflib (it costs up to their product): their common head and tail match first, and what is
+#: still above it stays added and removed.
 ALIGN_LIMIT = 4_000_000
 
 _OPAQUE = frozenset({"compiled", "checkpoint", "custom_function"})
@@ -176,16 +179,23 @@ def _match(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> dict[str, str]
                 duplicate.add(key)
             anchors_b[key] = node_id
     matched: dict[str, str] = {}
+    anchored: set[str] = set()  # matched.values(), as a set: a list test here was 92% of a 10^5 diff
     for node_id in graph_a:
         key = _anchor(graph_a, node_id)
-        if key is not None and key in anchors_b and key not in duplicate and anchors_b[key] not in matched.values():
+        if key is not None and key in anchors_b and key not in duplicate and anchors_b[key] not in anchored:
             matched[node_id] = anchors_b[key]
+            anchored.add(anchors_b[key])
     _spread(graph_a, graph_b, matched)
-    taken = set(matched.values())
-    rest_a = [node_id for node_id in _preorder(graph_a) if node_id not in matched]
-    rest_b = [node_id for node_id in _preorder(graph_b) if node_id not in taken]
+    rest_a, rest_b = _rest(graph_a, graph_b, matched)
     if len(rest_a) * len(rest_b) > ALIGN_LIMIT:
-        return matched
+        # Too many for difflib: match the common head and tail of the two orders (linear), spread
+        # from those pairs, and align what is left between them if that is small enough.
+        ends = _common_ends(graph_a, graph_b, rest_a, rest_b)
+        matched.update(ends)
+        _spread(graph_a, graph_b, matched, ends.items())
+        rest_a, rest_b = _rest(graph_a, graph_b, matched)
+        if len(rest_a) * len(rest_b) > ALIGN_LIMIT:
+            return matched
     tokens_a = [_token(graph_a, node_id) for node_id in rest_a]
     tokens_b = [_token(graph_b, node_id) for node_id in rest_b]
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, tokens_a, tokens_b, autojunk=False).get_opcodes():
@@ -196,11 +206,43 @@ def _match(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> dict[str, str]
     return matched
 
 
-def _spread(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> None:
-    """Extend ``matched`` along edges: to children at the same ``next_functions`` position, and to parents
-    that are the only unmatched ones with that token and edge on both sides."""
+def _rest(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The unmatched nodes of each graph, in depth-first order from the roots."""
     taken = set(matched.values())
-    queue = deque(matched.items())
+    return (
+        [node_id for node_id in _preorder(graph_a) if node_id not in matched],
+        [node_id for node_id in _preorder(graph_b) if node_id not in taken],
+    )
+
+
+def _common_ends(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, rest_a: list[str], rest_b: list[str]) -> dict[str, str]:
+    """Pairs from the longest common head and the longest common tail of the two token sequences."""
+    tokens_a = [_token(graph_a, node_id) for node_id in rest_a]
+    tokens_b = [_token(graph_b, node_id) for node_id in rest_b]
+    shortest = min(len(tokens_a), len(tokens_b))
+    head = 0
+    while head < shortest and tokens_a[head] == tokens_b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and tokens_a[-1 - tail] == tokens_b[-1 - tail]:
+        tail += 1
+    pairs = dict(zip(rest_a[:head], rest_b[:head], strict=True))
+    if tail:
+        pairs.update(zip(rest_a[-tail:], rest_b[-tail:], strict=True))
+    return pairs
+
+
+def _spread(
+    graph_a: nx.MultiDiGraph,
+    graph_b: nx.MultiDiGraph,
+    matched: dict[str, str],
+    start: Iterable[tuple[str, str]] | None = None,
+) -> None:
+    """Extend ``matched`` along edges: to children at the same ``next_functions`` position, and to parents
+    that are the only unmatched ones with that token and edge on both sides. Spreads from ``start``
+    (default: every pair of ``matched``)."""
+    taken = set(matched.values())
+    queue = deque(matched.items() if start is None else start)
 
     def pair(node_a: str, node_b: str) -> None:
         matched[node_a] = node_b
