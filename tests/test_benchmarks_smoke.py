@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
+import networkx as nx
 import pytest
 import torch
 
@@ -52,3 +53,46 @@ def test_floor_graph_keeps_parallel_edges() -> None:
     (add_id,) = [node for node, op in graph.nodes(data="op") if op == type(add).__name__]
     edges = [(key, data["input_nr"]) for _, _, key, data in graph.out_edges(add_id, keys=True, data=True)]
     assert edges == [(index, input_nr) for index, (_, input_nr) in enumerate(add.next_functions)]
+
+
+@pytest.mark.parametrize("name", ["chain", "mlp", "transformer"])
+def test_the_hand_replay_floor_computes_what_backward_does(name: str) -> None:
+    from benchmarks.floors import hand_replay
+
+    generator = GENERATORS[name]
+    root = generator.build(3)
+    leaves = [node.variable for node in _all_nodes(root) if type(node).__name__ == "AccumulateGrad"]
+    root.backward(retain_graph=True)
+    expected = [leaf.grad.clone() for leaf in leaves]
+    for leaf in leaves:
+        leaf.grad = None
+    assert hand_replay(root) == walk(root)
+    for leaf, grad in zip(leaves, expected, strict=True):
+        torch.testing.assert_close(leaf.grad, grad)
+
+
+def _all_nodes(root: torch.Tensor) -> list[object]:
+    seen = {root.grad_fn}
+    queue = deque(seen)
+    while queue:
+        for child, _ in queue.popleft().next_functions:
+            if child is not None and child not in seen:
+                seen.add(child)
+                queue.append(child)
+    return list(seen)
+
+
+def test_the_other_floors_do_the_same_job_as_gradexport() -> None:
+    import gradexport
+    from benchmarks.floors import _same_attributes, hooked_backward, json_floor, saved_walk
+
+    root = GENERATORS["mlp"].build(4)
+    # Every node's pre-hook and every post-hook ran once: the engine ran each node.
+    assert hooked_backward(root) == 2 * walk(root)
+    assert saved_walk(root) == gradexport.saved_memory(root).total
+    graph = gradexport.to_networkx(root)
+    rebuilt = json_floor(gradexport.to_json(graph))
+    assert nx.utils.graphs_equal(rebuilt, gradexport.from_json(gradexport.to_json(graph)))
+    walked = _same_attributes(root)
+    assert list(walked.nodes(data=True)) == list(graph.nodes(data=True))
+    assert list(walked.edges(keys=True, data=True)) == list(graph.edges(keys=True, data=True))

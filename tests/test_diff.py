@@ -173,3 +173,28 @@ def test_insertion_into_a_repetitive_chain() -> None:
     assert len(sines) == 3
     assert {merged.nodes[node]["b_id"] for node in found["added"]} == sines
     assert found["removed"] == found["changed"] == set()
+
+
+def unnamed_chain(length: int, middle: str | None = None) -> nx.MultiDiGraph:
+    """A chain of ``x + 1`` with no parameter names (only the root anchors it), ``middle`` applied halfway."""
+    y = torch.zeros(1, requires_grad=True)
+    for step in range(length):
+        y = y + 1
+        if step == length // 2 and middle is not None:
+            y = getattr(y, middle)()
+    return gradexport.to_networkx(y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("length", [10**3, 10**5])
+def test_one_change_in_an_unnamed_chain_is_one_change_at_every_size(length: int) -> None:
+    # Before: past 4·10^6 pairs of leftover nodes the alignment was skipped and the whole
+    # part below the change (half the graph) came out removed and added.
+    swapped = gradexport.diff(unnamed_chain(length, "sin"), unnamed_chain(length, "cos"))
+    counts = swapped.graph["diff"]["nodes"]
+    assert counts == {"same": length + 2, "changed": 1, "added": 0, "removed": 0}
+    changed = [data for _, data in swapped.nodes(data=True) if data["diff"] == "changed"]
+    assert [data["changes"]["op"] for data in changed] == [["SinBackward0", "CosBackward0"]]
+    inserted = gradexport.diff(unnamed_chain(length), unnamed_chain(length, "exp"))
+    assert inserted.graph["diff"]["nodes"] == {"same": length + 2, "changed": 0, "added": 1, "removed": 0}
+    assert [data["op"] for _, data in inserted.nodes(data=True) if data["diff"] == "added"] == ["ExpBackward0"]

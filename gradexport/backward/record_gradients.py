@@ -195,7 +195,7 @@ def run_observed(
         targets: Any = [start.target for start in starts]
         leaves: Any = inputs
         with torch.autograd.set_detect_anomaly(False):
-            torch.autograd.backward(targets, [start.grad for start in starts], retain_graph=retain_graph, inputs=leaves)
+            torch.autograd.backward(targets, [start.engine_grad for start in starts], retain_graph=retain_graph, inputs=leaves)
     finally:
         for handle in handles:
             handle.remove()

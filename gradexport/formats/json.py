@@ -178,10 +178,12 @@ def _graph_of(data: Any) -> nx.MultiDiGraph:
     graph: nx.MultiDiGraph = nx.MultiDiGraph()
     _check(data["nodes"], list, "nodes")
     for index, record in enumerate(data["nodes"]):
-        path = f"nodes[{index}]"
-        _check(record, dict, path)
+        path = f"nodes[{index}]"  # an f-string per record is cheap; the checks below run only on a misfit
+        if type(record) is not dict:
+            _check(record, dict, path)
         node = record.get("id")
-        _check(node, str, f"{path}.id")
+        if type(node) is not str:
+            _check(node, str, f"{path}.id")
         if node in graph:
             raise _Misfit(f"{path}.id", f"the id {node!r} is already the id of another node")
         if "kind" not in record:
@@ -194,15 +196,18 @@ def _graph_of(data: Any) -> nx.MultiDiGraph:
     _check(data["edges"], list, "edges")
     for index, record in enumerate(data["edges"]):
         path = f"edges[{index}]"
-        _check(record, dict, path)
+        if type(record) is not dict:
+            _check(record, dict, path)
         ends = []
         for end in ("source", "target"):
-            _check(record.get(end), str, f"{path}.{end}")
+            if type(record.get(end)) is not str:
+                _check(record.get(end), str, f"{path}.{end}")
             if record[end] not in graph:
                 raise _Misfit(f"{path}.{end}", f"{record[end]!r} is not the id of a node")
             ends.append(record[end])
         key = record.get("key")
-        _check(key, _Index, f"{path}.key")
+        if type(key) is not int or key < 0:
+            _check(key, _Index, f"{path}.key")
         if graph.has_edge(ends[0], ends[1], key):
             raise _Misfit(f"{path}.key", f"{ends[0]!r} -> {ends[1]!r} already has an edge with key {key}")
         attributes = {name: value for name, value in record.items() if name not in ("source", "target", "key")}
@@ -316,10 +321,78 @@ def _check(value: Any, spec: Any, path: str) -> None:
 
 
 def _check_fields(record: dict[str, Any], fields: dict[str, Any], path: str) -> None:
+    compiled = _QUICK_FIELDS.get(id(fields))
+    if compiled is None:
+        compiled = _QUICK_FIELDS[id(fields)] = (fields, {name: _quick(spec) for name, spec in fields.items()})
+    checks = compiled[1]
     for name, value in record.items():
-        spec = fields.get(name)
-        if spec is not None:
-            _check(value, spec, f"{path}.{name}")
+        check = checks.get(name)
+        if check is not None and not check(value):
+            _check(value, fields[name], f"{path}.{name}")
+
+
+#: Compiled predicates of `_quick`, by ``id(spec)`` (the specs are module constants), with the spec kept alive.
+_QUICK: dict[int, tuple[Any, Any]] = {}
+_QUICK_FIELDS: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _quick(spec: Any) -> Any:
+    """A predicate that is True where ``value`` fits ``spec`` (`_check` would pass), compiled once per spec.
+
+    False means "look closer": `_check` then runs and names the misfit. The
+    walk of `_fits` and `_check` through the specs was 60% of `from_json`.
+    """
+    found = _QUICK.get(id(spec))
+    if found is not None:
+        return found[1]
+    predicate: Any
+    if isinstance(spec, tuple):
+        parts = tuple(_quick(item) for item in spec)
+        if len(parts) == 2:  # (type, None) mostly: no generator per value
+            first, second = parts
+            predicate = lambda value: first(value) or second(value)  # noqa: E731
+        else:
+            predicate = lambda value: any(part(value) for part in parts)  # noqa: E731
+    elif isinstance(spec, frozenset):
+        predicate = lambda value: type(value) is str and value in spec  # noqa: E731
+    elif spec is int:
+        predicate = lambda value: type(value) is int  # noqa: E731
+    elif spec is _Index:
+        predicate = lambda value: type(value) is int and value >= 0  # noqa: E731
+    elif spec is _Number:
+        predicate = lambda value: type(value) is float or type(value) is int  # noqa: E731
+    elif spec is _Values:
+        predicate = _is_values
+    elif spec is type(None):
+        predicate = lambda value: value is None  # noqa: E731
+    elif isinstance(spec, _ListOf):
+        item = _quick(spec.item)
+        predicate = lambda value: type(value) is list and all(item(entry) for entry in value)  # noqa: E731
+    elif isinstance(spec, _MapOf):
+        entry = _quick(spec.value)
+        predicate = lambda value: type(value) is dict and all(entry(item) for item in value.values())  # noqa: E731
+    elif isinstance(spec, _Record):
+        fields = {name: _quick(field) for name, field in spec.fields.items()}
+        required = spec.required
+
+        def predicate(value: Any) -> bool:
+            if type(value) is not dict or any(name not in value for name in required):
+                return False
+            for name, item in value.items():
+                check = fields.get(name)
+                if check is not None and not check(item):
+                    return False
+            return True
+    else:
+        predicate = lambda value: isinstance(value, spec)  # noqa: E731
+    _QUICK[id(spec)] = (spec, predicate)
+    return predicate
+
+
+def _is_values(value: Any) -> bool:
+    if type(value) is float or type(value) is int:
+        return True
+    return type(value) is list and all(_is_values(item) for item in value)
 
 
 _SHAPE = _ListOf(_Index)
