@@ -23,6 +23,7 @@ GradexportError
 ├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
+│   └── RenderTimeoutError: Graphviz ran past dot_timeout and was stopped
 ├── OutputError (OSError): a file or folder that cannot be written
 ├── MissingFileError (FileNotFoundError): a file that should be there is not
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
@@ -31,7 +32,8 @@ GradexportError
 GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
-└── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
+├── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
+└── GraphvizSizeWarning: a graph so large that Graphviz may take minutes, or a picture folded for that reason
 ```
 
 Examples:
@@ -56,12 +58,14 @@ __all__ = [
     "GraphFormatError",
     "GraphTooLargeError",
     "GraphvizNotFoundError",
+    "GraphvizSizeWarning",
     "MermaidSizeWarning",
     "MissingFileError",
     "ModelExplorerNotInstalledError",
     "OptionWarning",
     "OutputError",
     "RenderError",
+    "RenderTimeoutError",
     "ReplayError",
     "RootError",
     "ServerError",
@@ -140,6 +144,10 @@ class RenderError(GradexportError, RuntimeError):
     """Graphviz ran but failed; the message carries what it printed."""
 
 
+class RenderTimeoutError(RenderError):
+    """Graphviz ran longer than ``dot_timeout`` seconds and was killed; the message says what draws faster."""
+
+
 class OutputError(GradexportError, OSError):
     """A diagram file or its folder cannot be written (the message names the path and why)."""
 
@@ -174,6 +182,10 @@ class MermaidSizeWarning(GradexportWarning):
 
 class DeepGraphWarning(GradexportWarning, RuntimeWarning):
     """Freeing a deep graph on the main thread may crash this process; the message says what to do."""
+
+
+class GraphvizSizeWarning(GradexportWarning):
+    """Graphviz may take minutes on a graph this large (or a picture was folded so that it does not); the message says what to do."""
 
 
 # Shown and pickled as gradexport.RootError..., the name users import them by.

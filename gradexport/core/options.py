@@ -12,7 +12,7 @@ changes:
   ``group_modules``). ``show_none`` and ``show_saved`` also make a trace
   record None slots and saved values.
 - `RenderOptions`: how a file is rendered (``prog``, the Graphviz
-  program for SVG).
+  program for SVG, and ``dot_timeout``, how long it may run).
 
 The field's metadata (made by `option`) says where the option applies,
 how it reads from text (a command-line flag or a MkDocs fence attribute) and
@@ -132,6 +132,16 @@ def _patterns(text: str) -> tuple[str, ...]:
     if not all(names):
         raise ArgumentValueError(f"expected comma-separated module names or patterns, got {text!r}")
     return names
+
+
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ArgumentValueError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not seconds > 0:
+        raise ArgumentValueError(f"expected a number of seconds > 0, got {text!r}")
+    return seconds
 
 
 def _depth(text: str) -> int:
@@ -269,11 +279,21 @@ class RenderOptions:
 
     Attributes:
         prog: The Graphviz program for SVG (see `gradexport.formats.svg`).
+        dot_timeout: Stop Graphviz after this many seconds with a
+            `gradexport.RenderTimeoutError` (``None``, the default: wait).
     """
 
     prog: str | os.PathLike[str] | None = option(
         None, "Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)", "svg", parse=str, flag="--prog", metavar="PROG"
     )
+    dot_timeout: float | None = option(
+        None, "stop Graphviz after this many seconds with an error (default: wait)", "svg", parse=_seconds, flag="--dot-timeout", metavar="SECONDS"
+    )
+
+    def __post_init__(self) -> None:
+        timeout = self.dot_timeout
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+            raise ArgumentValueError(f"dot_timeout must be a number of seconds > 0 or None, got {timeout!r}")
 
 
 class ExportKeywords(TypedDict, total=False):
@@ -295,6 +315,7 @@ class ExportKeywords(TypedDict, total=False):
     saved_bytes: bool
     box_depth: int | None
     prog: str | os.PathLike[str] | None
+    dot_timeout: float | None
 
 
 _GROUPS: dict[str, type] = {"trace": TraceOptions, "fold": FoldOptions, "diagram": DiagramOptions, "render": RenderOptions}
