@@ -31,19 +31,23 @@ class BasicBlock(nn.Module):
 
 
 class ResNetLike(nn.Module):
-    def __init__(self, width: int = 4, classes: int = 3) -> None:
+    def __init__(self, width: int = 4, classes: int = 3, stages: int = 2) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(3, width, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU()
+        self.stages = stages
         self.layer1 = nn.Sequential(BasicBlock(width, width), BasicBlock(width, width))
-        self.layer2 = nn.Sequential(BasicBlock(width, 2 * width, 2), BasicBlock(2 * width, 2 * width))
+        for stage in range(2, stages + 1):  # resnet18: four stages, each doubling the width
+            inputs, outputs = width * 2 ** (stage - 2), width * 2 ** (stage - 1)
+            self.add_module(f"layer{stage}", nn.Sequential(BasicBlock(inputs, outputs, 2), BasicBlock(outputs, outputs)))
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(2 * width, classes)
+        self.fc = nn.Linear(width * 2 ** (stages - 1), classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.relu(self.bn1(self.conv1(x)))
-        x = self.layer2(self.layer1(x))
+        for stage in range(1, self.stages + 1):
+            x = getattr(self, f"layer{stage}")(x)
         return self.fc(torch.flatten(self.avgpool(x), 1))  # flatten: made by the model's own forward
 
 
@@ -103,4 +107,25 @@ def gpt_like() -> tuple[nn.Module, torch.Tensor]:
     return GPTLike(), torch.randint(0, 11, (2, 5))
 
 
+def resnet18_like() -> tuple[nn.Module, torch.Tensor]:
+    """resnet18's full structure: the stem, four stages of two BasicBlocks (133 graph nodes)."""
+    torch.manual_seed(0)
+    return ResNetLike(stages=4), torch.randn(2, 3, 16, 16)
+
+
+def gpt2_like() -> tuple[nn.Module, torch.Tensor]:
+    """GPT-2's twelve blocks (603 graph nodes)."""
+    torch.manual_seed(0)
+    return GPTLike(blocks=12), torch.randint(0, 11, (2, 5))
+
+
+def encoder12() -> tuple[nn.Module, torch.Tensor]:
+    """A 12-layer ``nn.TransformerEncoder`` (625 graph nodes)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0)
+    return nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False), torch.randn(3, 2, 8)
+
+
 ZOO = {"resnet_like": resnet_like, "gpt_like": gpt_like}
+#: The models the static picture's size is measured on (issue 24: readable at 1:1).
+REAL_MODELS = {"resnet18": resnet18_like, "gpt2": gpt2_like, "encoder12": encoder12}

@@ -56,7 +56,8 @@ def parsed(dot_text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, s
     graph = graphs[0]
     scopes = [graph]
     for scope in scopes:  # module clusters nest: read every subgraph's nodes too
-        scopes.extend(scope.get_subgraphs())
+        # but not the {rank="same"; ...} groups, which only name nodes declared elsewhere
+        scopes.extend(sub for sub in scope.get_subgraphs() if sub.get("rank") is None)
     node_defaults: dict[str, str] = {}
     for defaults in graph.get_node_defaults():  # the `node [...]` statement: backward functions' look
         node_defaults.update(defaults)

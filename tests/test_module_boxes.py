@@ -17,7 +17,7 @@ import torch
 from examples_budget import budget
 from format_fixtures import mermaid_shown, names, needs_dot, needs_mermaid, parse_mermaid, render_with_dot
 from hypothesis import HealthCheck, assume, example, given, settings
-from model_zoo import ZOO
+from model_zoo import REAL_MODELS, ZOO
 from test_formats_dot import label_lines
 from torch import nn
 
@@ -67,7 +67,8 @@ def dot_boxes(text: str) -> tuple[dict[str, str], dict[str, str]]:
     (graph,) = pydot.graph_from_dot_data(text)
     titles: dict[str, str] = {}
     member_of: dict[str, str] = {}
-    pending = [(sub, None) for sub in graph.get_subgraphs()]
+    # {rank="same"; ...} groups name nodes declared in their box; they are no box
+    pending = [(sub, None) for sub in graph.get_subgraphs() if sub.get("rank") is None]
     while pending:
         sub, _ = pending.pop()
         title = label_lines(sub.get("label"))[0]
@@ -282,6 +283,43 @@ def test_box_depth_boxes_only_the_outer_levels_and_narrows_a_cnn() -> None:
         svg = ElementTree.fromstring(render_with_dot(gradexport.to_dot(graph, **options)))
         return float(svg.get("width").removesuffix("pt"))
 
-    assert width(box_depth=1) < width() / 2  # the staircase of nested boxes is gone
+    # Before leaves shared their op's rank, box_depth=1 was how to undo the staircase (3,713 against
+    # 10,034 pt); now both are one column.
+    assert width(box_depth=1) < 1_500 and width() < 1_500
     with pytest.raises(ValueError, match="box_depth must be a whole number >= 0 or None, got -1"):
         gradexport.to_dot(graph, box_depth=-1)
+
+
+def dot_layout(dot_text: str) -> dict:
+    """Graphviz's own layout of ``dot_text`` (``dot -Tjson``): the page's bounding box and every box's."""
+    import json
+    import subprocess
+
+    result = subprocess.run(["dot", "-Tjson"], input=dot_text.encode(), capture_output=True, check=True)
+    return json.loads(result.stdout)
+
+
+@needs_dot
+@pytest.mark.parametrize("name", sorted(REAL_MODELS))
+def test_the_default_picture_of_a_real_model_stacks_its_blocks_and_reads_at_one_to_one(name: str) -> None:
+    """Issue 24: resnet18's boxed SVG was 10,034 pt wide, GPT-2's 14,394 pt (its first screen an empty box).
+
+    Each block sat one step right of the one before, because a parameter's
+    leaf hung one rank below its op, into the next block's first rank. Now the
+    blocks of a stage (``layer1.0``, ``layer1.1``; ``transformer.h.0`` ...) are
+    stacked: they share their horizontal extent, as Graphviz lays them out.
+    """
+    model, inputs = REAL_MODELS[name]()
+    with gradexport.capture_modules():
+        output = model(inputs)
+    graph = gradexport.to_networkx(output.sum(), module=model)
+    layout = dot_layout(gradexport.to_dot(graph))
+    x0, y0, x1, y1 = map(float, layout["bb"].split(","))
+    width, height = x1 - x0, y1 - y0
+    assert width < 1_500, (width, height)  # measured before: 10,034 / 14,394 / 8,726 pt; after: 1,341 / 868 / 661
+    assert height > 2 * width  # a column read top to bottom, not a row
+    repeated = re.compile(r"^(?:transformer\.h|layers|layer\d)\.\d+: ")
+    blocks = [tuple(map(float, box["bb"].split(","))) for box in layout["objects"] if repeated.match(box.get("label", ""))]
+    assert len(blocks) >= 8
+    lefts, rights = [box[0] for box in blocks], [box[2] for box in blocks]
+    assert max(lefts) < min(rights)  # one column shared by every block: no staircase

@@ -207,8 +207,8 @@ register(
         "svg",
         ".svg",
         "SVG laid out by Graphviz",
-        text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog),
-        write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog),
+        text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog, options.render.dot_timeout),
+        write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog, options.render.dot_timeout),
     )
 )
 register(

@@ -25,6 +25,7 @@ GradexportError
 ├── StepsUnavailableError (RuntimeError): steps=True cannot replay these roots without changing .grad
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
+│   └── RenderTimeoutError: Graphviz ran past dot_timeout and was stopped
 ├── OutputError (OSError): a file or folder that cannot be written
 ├── MissingFileError (FileNotFoundError): a file that should be there is not
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
@@ -34,7 +35,8 @@ GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
 ├── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
-└── StructureChangedWarning: a watched model called other modules than before; its graph is traced again
+├── StructureChangedWarning: a watched model called other modules than before; its graph is traced again
+└── GraphvizSizeWarning: a graph so large that Graphviz may take minutes, or a picture folded for that reason
 ```
 
 Examples:
@@ -59,6 +61,7 @@ __all__ = [
     "GraphFormatError",
     "GraphTooLargeError",
     "GraphvizNotFoundError",
+    "GraphvizSizeWarning",
     "InPlaceError",
     "MermaidSizeWarning",
     "MissingFileError",
@@ -66,6 +69,7 @@ __all__ = [
     "OptionWarning",
     "OutputError",
     "RenderError",
+    "RenderTimeoutError",
     "ReplayError",
     "RootError",
     "ServerError",
@@ -193,6 +197,10 @@ class RenderError(GradexportError, RuntimeError):
     """Graphviz ran but failed; the message carries what it printed."""
 
 
+class RenderTimeoutError(RenderError):
+    """Graphviz ran longer than ``dot_timeout`` seconds and was killed; the message says what draws faster."""
+
+
 class OutputError(GradexportError, OSError):
     """A diagram file or its folder cannot be written (the message names the path and why)."""
 
@@ -231,6 +239,8 @@ class DeepGraphWarning(GradexportWarning, RuntimeWarning):
 
 class StructureChangedWarning(GradexportWarning):
     """A model under `gradexport.watch` called other modules than at the last traced step; its graph is traced again."""
+class GraphvizSizeWarning(GradexportWarning):
+    """Graphviz may take minutes on a graph this large (or a picture was folded so that it does not); the message says what to do."""
 
 
 # Shown and pickled as gradexport.RootError..., the name users import them by.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["LIMITS", "MermaidLimits"]
+__all__ = ["GRAPHVIZ_SLOW_NODES", "LIMITS", "MermaidLimits"]
 
 
 class MermaidLimits(NamedTuple):
@@ -26,3 +26,10 @@ class MermaidLimits(NamedTuple):
 
 #: mermaid.js's default limits, which a diagram cannot raise from its own text.
 LIMITS = MermaidLimits()
+
+
+#: Above this many nodes, Graphviz's ``dot`` takes seconds to minutes: `gradexport.to_svg`
+#: warns before it starts and `gradexport.show` draws its picture folded. Measured with dot
+#: 2.43 on GPT-2-like graphs (benchmarks/graphviz_sizes.py, docs/performance.md): 603 nodes
+#: 0.2 s; 1,191 nodes 0.7 s with module boxes but 7.5 s without; 2,367 nodes 6 s with boxes.
+GRAPHVIZ_SLOW_NODES = 1_000

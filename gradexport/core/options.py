@@ -12,7 +12,7 @@ changes:
   ``group_modules``). ``show_none`` and ``show_saved`` also make a trace
   record None slots and saved values.
 - `RenderOptions`: how a file is rendered (``prog``, the Graphviz
-  program for SVG).
+  program for SVG, and ``dot_timeout``, how long it may run).
 
 The field's metadata (made by `option`) says where the option applies,
 how it reads from text (a command-line flag or a MkDocs fence attribute) and
@@ -134,6 +134,16 @@ def _patterns(text: str) -> tuple[str, ...]:
     return names
 
 
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ArgumentValueError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not seconds > 0:
+        raise ArgumentValueError(f"expected a number of seconds > 0, got {text!r}")
+    return seconds
+
+
 def _depth(text: str) -> int:
     if not text.strip().isdigit():
         raise ArgumentValueError(f"expected a whole number >= 0, got {text!r}")
@@ -224,9 +234,7 @@ class DiagramOptions:
         box_depth: With ``group_modules``, draw boxes only for modules down
             to this nesting level (0: the model, 1: its children, ...); the
             nodes of deeper modules sit in their ancestor's box at that
-            level. ``None`` (default) boxes every level. Fewer nested boxes
-            leave Graphviz freer: a ResNet-like CNN's full graph is about 3
-            times narrower with ``box_depth=1``.
+            level. ``None`` (default) boxes every level.
         exec_order: Start each node's label with ``#k``, its place in the
             order the engine ran the nodes (the ``exec_order`` attribute).
         saved_bytes: Add a line with the bytes the node's saved tensors hold
@@ -274,6 +282,8 @@ class RenderOptions:
         steps: HTML only, from roots: replay the backward pass (`gradexport.replay`)
             without changing any leaf's ``.grad`` and embed every step, for the
             viewer's step bar (see `gradexport.api.export.to_html`).
+        dot_timeout: Stop Graphviz after this many seconds with a
+            `gradexport.RenderTimeoutError` (``None``, the default: wait).
     """
 
     prog: str | os.PathLike[str] | None = option(
@@ -282,6 +292,14 @@ class RenderOptions:
     steps: bool = option(
         False, "replay the backward pass (leaving .grad untouched) and step through it in the viewer", "html", parse=_boolean, flag="--steps"
     )
+    dot_timeout: float | None = option(
+        None, "stop Graphviz after this many seconds with an error (default: wait)", "svg", parse=_seconds, flag="--dot-timeout", metavar="SECONDS"
+    )
+
+    def __post_init__(self) -> None:
+        timeout = self.dot_timeout
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0):
+            raise ArgumentValueError(f"dot_timeout must be a number of seconds > 0 or None, got {timeout!r}")
 
 
 class ExportKeywords(TypedDict, total=False):
@@ -304,6 +322,7 @@ class ExportKeywords(TypedDict, total=False):
     box_depth: int | None
     prog: str | os.PathLike[str] | None
     steps: bool
+    dot_timeout: float | None
 
 
 _GROUPS: dict[str, type] = {"trace": TraceOptions, "fold": FoldOptions, "diagram": DiagramOptions, "render": RenderOptions}

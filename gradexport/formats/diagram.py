@@ -231,6 +231,11 @@ class ModuleBoxes:
         self.members: dict[str, list[DiagramNode]] = {}
         self.children: dict[str | None, list[str]] = {None: []}
 
+    @property
+    def drawn(self) -> bool:
+        """Whether any node sits in a box."""
+        return bool(self.members)
+
     def add(self, node: DiagramNode) -> None:
         """Put ``node`` in the box of its ``group`` (which must not be None)."""
         assert node.group is not None

@@ -31,13 +31,14 @@ import subprocess
 import sysconfig
 import warnings
 
-from ..core.errors import GraphvizNotFoundError, RenderError
+from ..core.errors import GraphvizNotFoundError, GraphvizSizeWarning, RenderError, RenderTimeoutError
+from ..core.limits import GRAPHVIZ_SLOW_NODES
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
 from .dot import to_dot
 from .files import TextOutput, text_output
 
-__all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "find_graphviz", "render_svg", "to_svg", "write_svg"]
+__all__ = ["ENV_VAR", "GraphvizNotFoundError", "RenderError", "count_nodes", "find_graphviz", "render_svg", "size_advice", "to_svg", "write_svg"]
 
 #: Environment variable naming the Graphviz program that renders SVG.
 ENV_VAR = "GRADEXPORT_DOT"
@@ -76,22 +77,41 @@ def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
     )
 
 
-def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None) -> str:
+def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None, timeout: float | None = None) -> str:
     """Render DOT text to SVG text with Graphviz (see `find_graphviz`).
 
     Graphviz's warnings (its stderr on success) become `RuntimeWarning`.
+    Over `gradexport.core.limits.GRAPHVIZ_SLOW_NODES` nodes, a
+    `GraphvizSizeWarning` says before Graphviz starts that it may take
+    minutes, and what draws faster. ``timeout`` stops it after that many
+    seconds.
 
     Raises:
         GraphvizNotFoundError: no program to run.
+        RenderTimeoutError: the program ran longer than ``timeout`` and was killed.
         RenderError: the program failed; when it crashed (a signal such as
             SIGSEGV, as ``dot`` does on graphs of some 10^5 nodes), the
             message names the signal and the number of nodes, and says what
             works at that size.
     """
     program = find_graphviz(prog)
+    nodes = count_nodes(dot_text)
+    if nodes > GRAPHVIZ_SLOW_NODES:
+        warnings.warn(
+            GraphvizSizeWarning(
+                f"Graphviz may take minutes to lay out {nodes:,} nodes (it slows sharply past {GRAPHVIZ_SLOW_NODES:,}); {size_advice()}"
+            ),
+            stacklevel=3,
+        )
     # Piping the text to the program directly: pydot's create() would first
     # parse the whole graph into its object model only to write it back out.
-    result = subprocess.run([program, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False)
+    try:
+        # On a timeout, run() kills the program and waits for it before raising.
+        result = subprocess.run([program, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RenderTimeoutError(
+            f"{program} did not finish laying out {nodes:,} nodes within dot_timeout={timeout:g} s and was stopped; {size_advice()}"
+        ) from None
     message = result.stderr.decode("utf-8", "replace").strip()
     if result.returncode < 0:
         raise RenderError(_crash_message(program, -result.returncode, dot_text, message))
@@ -102,12 +122,31 @@ def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None) -> str
     return result.stdout.decode("utf-8")
 
 
+def size_advice() -> str:
+    """What to do about a graph too large for Graphviz, as the size messages say it."""
+    return (
+        "fold modules into one node each with depth= (depth=2 or 3 for a transformer), or gradexport.collapse, "
+        "gradexport.only_reaching, gradexport.hide; or use the interactive viewer (format html, gradexport view), "
+        "which draws any size"
+    )
+
+
+def count_nodes(dot_text: str) -> int:
+    """The node statements in DOT text as `gradexport.formats.dot` writes it.
+
+    Examples:
+        >>> count_nodes('digraph {\\n  "n0" [label="a"];\\n  "n0" -> "n1" [label="0"];\\n}')
+        1
+    """
+    return sum(1 for line in dot_text.splitlines() if _NODE_STATEMENT.match(line))
+
+
 def _crash_message(program: str, number: int, dot_text: str, message: str) -> str:
     try:
         name = signal.Signals(number).name
     except ValueError:
         name = f"signal {number}"
-    nodes = sum(1 for line in dot_text.splitlines() if _NODE_STATEMENT.match(line))
+    nodes = count_nodes(dot_text)
     said = f" ({_flat(message)})" if message else ""
     return (
         f"Graphviz crashed ({name}) laying out {nodes:,} nodes with {program}{said}. Graphviz is reliable up to a few "
@@ -124,9 +163,11 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def to_svg(graph: GraphSource, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None) -> str:
-    """The SVG text of ``graph``, rendered from `gradexport.formats.dot.to_dot`."""
-    return render_svg(to_dot(graph, options), prog)
+def to_svg(
+    graph: GraphSource, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None, timeout: float | None = None
+) -> str:
+    """The SVG text of ``graph``, rendered from `gradexport.formats.dot.to_dot` (see `render_svg`)."""
+    return render_svg(to_dot(graph, options), prog, timeout)
 
 
 def write_svg(
@@ -134,8 +175,9 @@ def write_svg(
     path: TextOutput,
     options: DiagramOptions | None = None,
     prog: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
 ) -> None:
     """Render ``graph`` and write the SVG; a path changes only once rendering succeeded."""
-    svg = to_svg(graph, options, prog)
+    svg = to_svg(graph, options, prog, timeout)
     with text_output(path) as file:
         file.write(svg)

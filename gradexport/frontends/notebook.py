@@ -7,6 +7,13 @@ with the SVG (rendered by Graphviz on first display) for front ends that run
 no scripts. Where no Graphviz program exists it offers the Mermaid text
 instead, which JupyterLab 4.1+ draws natively.
 
+Over `gradexport.core.limits.GRAPHVIZ_SLOW_NODES` nodes, where Graphviz
+takes seconds to minutes, the SVG draws the deepest folding of the modules
+that is within that size (`gradexport.fit`), with a `GraphvizSizeWarning`
+saying so; a graph without modules to fold gets no SVG, and the viewer
+(which draws any size) is the whole display. Pass ``depth=`` to choose the
+folding yourself.
+
 Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(2, requires_grad=True)
@@ -20,14 +27,18 @@ Examples:
 from __future__ import annotations
 
 import os
+import warnings
 from functools import cached_property
 from typing import Any
 
 import networkx as nx
 
+from ..analysis.simplify import fit, has_modules
 from ..api.export import GraphOrRoots, as_graph, with_steps
 from ..api.registry import FORMATS
 from ..backward.replay_record import Replay
+from ..core.errors import GraphTooLargeError, GraphvizSizeWarning
+from ..core.limits import GRAPHVIZ_SLOW_NODES
 from ..core.options import DiagramOptions, ExportKeywords, ExportOptions, FoldOptions, RenderOptions, Unpack
 from ..core.source import Source
 from ..formats import html, svg
@@ -46,6 +57,7 @@ class GraphView:
             as `gradexport.to_mermaid` folds it (see its ``fit`` option).
         page_graph: What the viewer draws when it differs from ``graph``: the
             graph with a replay's steps (`gradexport.api.export.with_steps`).
+        dot_timeout: Seconds Graphviz may run (``None``: no limit).
     """
 
     def __init__(
@@ -56,17 +68,63 @@ class GraphView:
         *,
         fit: bool = True,
         page_graph: nx.MultiDiGraph | None = None,
+        dot_timeout: float | None = None,
     ):
         self.graph = graph
         self.page_graph = page_graph
         self.options = options or DiagramOptions()
         self.prog = prog
         self.fit = fit
+        self.dot_timeout = dot_timeout
+
+    @cached_property
+    def static_graph(self) -> nx.MultiDiGraph | None:
+        """What the SVG draws: the graph, or over `GRAPHVIZ_SLOW_NODES` nodes its deepest folding within them (``None``: none is).
+
+        Examples:
+            >>> import torch, gradexport
+            >>> x = torch.ones(1, requires_grad=True)
+            >>> chain = x
+            >>> for _ in range(1_200):
+            ...     chain = chain * 1.0
+            >>> view = gradexport.show(chain.sum(), params={"x": x})
+            >>> view.static_graph is None  # no modules to fold: the viewer alone shows it
+            True
+        """
+        graph = self.graph
+        nodes = graph.number_of_nodes()
+        if nodes <= GRAPHVIZ_SLOW_NODES:
+            return graph
+        shown: nx.MultiDiGraph | None = None
+        if has_modules(graph):
+            try:
+                shown = fit(graph, max_nodes=GRAPHVIZ_SLOW_NODES, max_edges=None)
+            except GraphTooLargeError:
+                shown = None
+        if shown is None:
+            said = "it has no modules to fold (trace with module= inside gradexport.capture_modules())"
+        else:
+            said = f"the picture folds modules at depth {shown.graph['collapsed_depth']} and deeper ({shown.number_of_nodes():,} nodes)"
+        warnings.warn(
+            GraphvizSizeWarning(
+                f"show(): {nodes:,} nodes is more than Graphviz lays out in a few seconds ({GRAPHVIZ_SLOW_NODES:,}), so {said}; "
+                "the interactive viewer shows the whole graph. Pass depth= to choose the folding."
+            ),
+            stacklevel=4,
+        )
+        return shown
 
     @cached_property
     def svg(self) -> str:
-        """The SVG text, rendered once."""
-        return svg.to_svg(self.graph, self.options, self.prog)
+        """The SVG text of `static_graph`, rendered once.
+
+        Raises:
+            GraphTooLargeError: the graph is too large for Graphviz and has no modules to fold.
+        """
+        shown = self.static_graph
+        if shown is None:
+            raise GraphTooLargeError(f"{self.graph.number_of_nodes():,} nodes is too large to lay out quickly; {svg.size_advice()}")
+        return svg.to_svg(shown, self.options, self.prog, self.dot_timeout)
 
     @cached_property
     def html(self) -> str:
@@ -77,6 +135,8 @@ class GraphView:
         return self.html
 
     def _repr_svg_(self) -> str | None:
+        if self.static_graph is None:
+            return None
         try:
             return self.svg
         except svg.GraphvizNotFoundError:
@@ -84,9 +144,11 @@ class GraphView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         bundle = {"text/plain": repr(self), "text/html": self.html}
+        if self.static_graph is None:
+            return bundle  # too large for Graphviz and for Mermaid, nothing to fold: the viewer alone
         rendered = self._repr_svg_()
         if rendered is None:
-            export = ExportOptions(fold=FoldOptions(fit=self.fit), diagram=self.options, render=RenderOptions(prog=self.prog))
+            export = ExportOptions(fold=FoldOptions(fit=self.fit), diagram=self.options, render=RenderOptions(prog=self.prog, dot_timeout=self.dot_timeout))
             bundle["text/vnd.mermaid"] = FORMATS["mermaid"].text(Source(self.graph), export)
         else:
             bundle["image/svg+xml"] = rendered
@@ -126,4 +188,11 @@ def show(graph_or_roots: GraphOrRoots | Replay, **options: Unpack[ExportKeywords
     prog = export_options.render.prog
     if prog is not None:
         svg.find_graphviz(prog)
-    return GraphView(graph, export_options.diagram, prog, fit=export_options.fold.fit, page_graph=page_graph)
+    return GraphView(
+        graph,
+        export_options.diagram,
+        prog,
+        fit=export_options.fold.fit,
+        page_graph=page_graph,
+        dot_timeout=export_options.render.dot_timeout,
+    )

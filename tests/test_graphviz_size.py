@@ -1,0 +1,106 @@
+"""Large graphs and Graphviz (issue 24, item 3): a warning before a long layout, a time limit, a notebook that does not stall.
+
+The layouts are Graphviz's own (the system ``dot``); the sizes are those
+measured in benchmarks/graphviz_sizes.py: a GPT-2-like graph of 24 blocks
+(1,191 nodes) takes ``dot`` 7.5 s without module boxes on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import torch
+from format_fixtures import needs_dot
+from model_zoo import GPTLike
+
+import gradexport
+from gradexport.core.limits import GRAPHVIZ_SLOW_NODES
+
+
+def gpt(blocks: int) -> nx.MultiDiGraph:
+    torch.manual_seed(0)
+    model = GPTLike(blocks=blocks)
+    with gradexport.capture_modules():
+        output = model(torch.randint(0, 11, (2, 5)))
+    return gradexport.to_networkx(output.sum(), module=model)
+
+
+@pytest.fixture(scope="module")
+def large() -> nx.MultiDiGraph:
+    graph = gpt(24)
+    assert graph.number_of_nodes() > GRAPHVIZ_SLOW_NODES
+    return graph
+
+
+def pid_recording_dot(tmp_path: Path) -> tuple[Path, Path]:
+    """A Graphviz program that writes its process id to a file, then becomes the real ``dot``."""
+    pid_file = tmp_path / "dot.pid"
+    program = tmp_path / "dot-recording"
+    program.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec dot "$@"\n')
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    return program, pid_file
+
+
+@needs_dot
+def test_a_large_svg_warns_before_graphviz_starts_and_dot_timeout_stops_it(large: nx.MultiDiGraph, tmp_path: Path) -> None:
+    program, pid_file = pid_recording_dot(tmp_path)
+    target = tmp_path / "large.svg"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(gradexport.RenderTimeoutError, match=r"within dot_timeout=0\.5 s and was stopped; fold modules .* depth=") as raised:
+            gradexport.write(large, tmp_path / "large", formats="svg", group_modules=False, prog=program, dot_timeout=0.5)
+    # The warning came although dot never finished: it was given before dot ran.
+    (warning,) = [item.message for item in caught if isinstance(item.message, gradexport.GraphvizSizeWarning)]
+    assert f"{large.number_of_nodes():,} nodes" in str(warning)
+    assert "depth=" in str(warning) and "interactive viewer" in str(warning)
+    assert isinstance(raised.value, gradexport.RenderError) and isinstance(raised.value, gradexport.GradexportError)
+    with pytest.raises(ProcessLookupError):  # dot itself was killed (and reaped), not left running
+        os.kill(int(pid_file.read_text()), 0)
+    assert not target.exists()  # nothing half-written
+
+
+@needs_dot
+def test_a_graph_within_the_size_renders_without_warning_and_within_its_time_limit() -> None:
+    graph = gpt(3)
+    assert graph.number_of_nodes() <= GRAPHVIZ_SLOW_NODES
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", gradexport.GraphvizSizeWarning)
+        svg = gradexport.to_svg(graph, dot_timeout=60)
+    assert svg.lstrip().startswith("<?xml") or "<svg" in svg
+
+
+def test_dot_timeout_is_an_option_of_svg_only_and_of_the_command_line() -> None:
+    with pytest.raises(ValueError, match="dot_timeout must be a number of seconds > 0 or None, got 0"):
+        gradexport.RenderOptions(dot_timeout=0)
+    with pytest.raises(TypeError, match="dot_timeout applies only to the svg format"):
+        gradexport.to_dot(gpt(1), dot_timeout=5)
+    options = gradexport.ExportOptions.from_text({"dot_timeout": "2.5"}, formats=("svg",), diagram_formats=("svg",))
+    assert options.render.dot_timeout == 2.5
+
+
+@needs_dot
+def test_show_on_a_large_graph_draws_its_picture_folded_and_the_viewer_whole(large: nx.MultiDiGraph) -> None:
+    with pytest.warns(gradexport.GraphvizSizeWarning, match=r"show\(\): 1,191 nodes .* folds modules at depth \d"):
+        view = gradexport.show(large)
+        bundle = view._repr_mimebundle_()
+    folded = view.static_graph
+    assert folded is not None and folded.number_of_nodes() <= GRAPHVIZ_SLOW_NODES
+    assert folded.graph["collapsed_depth"] >= 1
+    # The SVG is Graphviz's drawing of the folded graph: one <g class="node"> per node it holds.
+    assert bundle["image/svg+xml"].count('class="node') == folded.number_of_nodes()
+    assert '"nodes":' in bundle["text/html"] or "gradexport" in bundle["text/html"]
+
+
+def test_show_on_a_large_graph_without_modules_gives_the_viewer_alone() -> None:
+    x = torch.ones(2, requires_grad=True)
+    chain = x
+    for _ in range(GRAPHVIZ_SLOW_NODES + 10):
+        chain = chain * 1.0
+    with pytest.warns(gradexport.GraphvizSizeWarning, match="no modules to fold"):
+        bundle = gradexport.show(chain.sum(), params={"x": x})._repr_mimebundle_()
+    assert sorted(bundle) == ["text/html", "text/plain"]
