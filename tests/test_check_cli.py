@@ -74,6 +74,12 @@ def copies_a_tensor():
     return (x * y).sum(), {"x": x}
 
 
+def softmax_without_dim():
+    x = torch.ones(2, 3, requires_grad=True)
+    probabilities = nn.Softmax()(x)  # torch warns, naming its own module.py as the place
+    return probabilities.sum(), {"x": x}
+
+
 def broken():
     x = torch.ones(2, requires_grad=True)
     raise ValueError("no loss today")
@@ -226,3 +232,21 @@ def test_torchs_warnings_are_printed_as_themselves(
     err = capsys.readouterr().err
     assert re.search(rf"^{re.escape(str(targets))}:{line}: UserWarning: {re.escape(first_words)}", err, re.M), err
     assert "gradexport: warning" not in err
+
+
+def test_a_torch_warning_that_names_torchs_own_file_is_shown_at_the_users_line(
+    targets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load(targets).softmax_without_dim()
+    (torch_warning,) = caught
+    assert torch_warning.filename.startswith(os.path.dirname(torch.__file__))  # torch's stacklevel stops inside torch
+    line = line_of(targets, "probabilities = nn.Softmax()(x)")
+    assert main(["check", f"{targets}:softmax_without_dim"]) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"^{re.escape(str(targets))}:{line}: UserWarning: Implicit dimension choice for softmax", err, re.M), err
+    # The place torch names (module.py; its line differs under capture_modules' hooks), after the message.
+    assert f"(issued at {torch_warning.filename}:" in err

@@ -76,3 +76,27 @@ def test_replay_of_an_inductor_model_equals_backward_with_cold_and_warm_caches(o
         result = run_scenario(order, tmp_path / "inductor-cache")
         assert "CompiledFunctionBackward" in result["ops"], (run, result)  # type: ignore[operator]
         assert result["same"] and all(result["same"].values()), (run, result)  # type: ignore[union-attr]
+
+
+def test_a_region_whose_backward_is_not_compiled_yet_can_be_replayed_twice() -> None:
+    """aot_eager compiles the backward at its first call, without donation when the graph is kept: replay twice adds twice."""
+    import torch
+    from torch import nn
+
+    import gradexport
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 4))
+    compiled = torch.compile(model, backend="aot_eager")
+    inputs = torch.randn(5, 8)
+    compiled(inputs).pow(2).sum().backward(retain_graph=True)
+    once = [parameter.grad.clone() for parameter in model.parameters()]  # type: ignore[union-attr]
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="aot_eager")
+    loss = compiled(inputs).pow(2).sum()
+    gradexport.replay(loss)
+    gradexport.replay(loss)
+    for parameter, expected in zip(model.parameters(), once, strict=True):
+        torch.testing.assert_close(parameter.grad, 2 * expected)

@@ -37,7 +37,7 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   calls), and the engine's capture of a ``GradientEdge`` input, which runs the
   node's tensor hooks first (`run_tensor_hooks`).
 * ``torch._functorch.config.donated_buffer``, the ``metadata.bw_donated_idxs``
-  of a compiled region's ``CompiledFunction`` (``node._forward_cls``) and
+  and ``compiled_bw`` of a compiled region's ``CompiledFunction`` (``node._forward_cls``) and
   ``torch._C._autograd._get_current_graph_task_keep_graph()``, which that
   region's backward reads to refuse running while the graph is kept
   (`donates_saved_buffers`, `apply_with_graph_freed`).
@@ -484,7 +484,7 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
 
 
 def donates_saved_buffers(node: Node | torch.autograd.function.BackwardCFunction) -> bool:
-    """Whether ``node`` is a ``torch.compile`` region whose compiled backward reuses (donates) its saved buffers.
+    """Whether ``node`` is a ``torch.compile`` region whose backward is compiled already and reuses (donates) its saved buffers.
 
     Such a backward runs only while the graph is freed: called outside the
     engine, where ``_get_current_graph_task_keep_graph()`` reads True, it
@@ -492,15 +492,20 @@ def donates_saved_buffers(node: Node | torch.autograd.function.BackwardCFunction
     region's backward lazily; measured with torch 2.13: one compiled under
     ``backward()`` without ``retain_graph``, and one that AOTAutograd's cache
     hands back, donate; one first compiled while the graph is kept does not
-    (AOTAutograd then empties ``bw_donated_idxs``).
+    (AOTAutograd then empties ``bw_donated_idxs``), so a region whose backward
+    is not compiled yet (``CompiledFunction.compiled_bw`` is None) is left to
+    the direct call, which keeps it repeatable.
 
     Examples:
         >>> x = torch.ones(2, requires_grad=True)
         >>> donates_saved_buffers((x * 2).grad_fn)
         False
     """
-    metadata = getattr(getattr(node, "_forward_cls", None), "metadata", None)
-    if not getattr(metadata, "bw_donated_idxs", None):
+    forward_cls = getattr(node, "_forward_cls", None)
+    metadata = getattr(forward_cls, "metadata", None)
+    # Not compiled yet (``compiled_bw`` None): the first call compiles it, without donation
+    # when the graph is kept, so a direct call works and the region can run again.
+    if not getattr(metadata, "bw_donated_idxs", None) or getattr(forward_cls, "compiled_bw", None) is None:
         return False
     from torch._functorch import config  # loaded by torch.compile already, when it made such a node
 

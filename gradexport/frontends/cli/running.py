@@ -181,8 +181,16 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
     show_progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
     failure: Failure | None = None
     status, lines = 0, list[str]()
-    with warnings.catch_warnings(record=True) as caught:
+    caught: list[tuple[warnings.WarningMessage, traceback.FrameSummary | None]] = []
+
+    def collect(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+        # Called where the warning is issued, so the stack still holds the user's frame.
+        user = [frame for frame in traceback.extract_stack()[:-1] if not _inside(frame.filename, *_LIBRARY_DIRS)]
+        caught.append((warnings.WarningMessage(message, category, filename, lineno, file, line), user[-1] if user else None))
+
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.showwarning = collect
         try:
             # The bar closes (and clears its line) before anything is printed.
             with tqdm(total=steps, file=sys.stderr, delay=0.5, leave=False, disable=not show_progress) as bar:
@@ -190,11 +198,11 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
         except Failure as error:
             failure = error
     shown: set[tuple[Any, ...]] = set()
-    for warning in caught:
+    for warning, user_frame in caught:
         key = (warning.category, str(warning.message), warning.filename, warning.lineno)
         if key not in shown:  # once per place, as Python's default filter shows them
             shown.add(key)
-            print(_warning_text(warning), end="", file=sys.stderr)
+            print(_warning_text(warning, user_frame), end="", file=sys.stderr)
     if failure is not None:
         if getattr(args, "traceback", False) and failure.__cause__ is not None:
             traceback.print_exception(failure.__cause__, file=sys.stderr)
@@ -204,11 +212,16 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
         print(line)
     return status
 
-def _warning_text(warning: warnings.WarningMessage) -> str:
+def _warning_text(warning: warnings.WarningMessage, user_frame: traceback.FrameSummary | None) -> str:
     # gradexport's own warnings are one line under its name; torch's (and the user's) are shown
-    # as Python shows them, with their category and the file and line they name.
+    # as Python shows them, with their category and the file and line they name. Where that is
+    # inside a library (nn.Softmax() without dim names torch's module.py), the user's line is
+    # shown instead, and the library's place after the message.
     if issubclass(warning.category, GradexportWarning) or _inside(warning.filename, _GRADEXPORT_DIR):
         return f"{PROG}: warning: {flat(warning.message)}\n"
+    if user_frame is not None and user_frame.lineno is not None and _inside(warning.filename, *_LIBRARY_DIRS):
+        message = f"{warning.message} (issued at {warning.filename}:{warning.lineno})"
+        return warnings.formatwarning(message, warning.category, user_frame.filename, user_frame.lineno, user_frame.line)
     return warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno, warning.line)
 
 
