@@ -68,3 +68,17 @@ def test_the_page_colours_edges_by_the_recorded_norms_with_a_legend(tmp_path: Pa
     assert page.evaluate("[...document.querySelectorAll('.gx-edge-line')].filter(p => p.style.stroke).length") >= 3
     assert errors == []
     page.close()
+
+
+def test_model_explorer_node_data_per_step_holds_the_module_output_norms(tmp_path: Path) -> None:
+    pytest.importorskip("model_explorer")
+    path, outputs = watched_history(tmp_path)
+    history = gradexport.load_watch(path)
+    data = gradexport.watch_node_data(history)
+    assert sorted(data) == history.steps == [0, 1, 2]
+    graph = history.graph(2)
+    results = data[2].graphsData["backward"].results
+    for u, v, d in graph.edges(data=True):
+        if "grad" in d:
+            assert results[v].value == pytest.approx(outputs[graph.nodes[v]["module"]], rel=1e-6)
+    assert data[0].graphsData["backward"].results != results  # another step, other values

@@ -48,7 +48,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -225,6 +225,22 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
     source, export_options = prepare(graph_or_roots, ["model-explorer"], options, caller="to_model_explorer")
     with gc_paused():
         return model_explorer.to_model_explorer(source, export_options.diagram)
+
+
+def watch_node_data(history: WatchHistory, metric: str = "norm", *, steps: Iterable[int] | None = None) -> dict[int, Any]:
+    """Model Explorer node data per recorded step of a `gradexport.watch` history (``pip install gradexport[explorer]``).
+
+    Each step's `gradexport.WatchHistory.graph` carries the module-output
+    gradient norms on the edges entering each module; its node data is
+    `gradexport.formats.model_explorer.node_data.gradient_node_data` of it
+    (``metric``: ``norm``, ``log10_norm``, ``non_finite``), for the graph that
+    ``to_model_explorer(history.graph())`` writes. Returns ``{step: ModelNodeData}``;
+    ``.save_to_file(path)`` writes a file Model Explorer's "node data" button loads.
+    """
+    from ..formats.model_explorer.node_data import gradient_node_data
+
+    chosen = list(history.steps if steps is None else steps)
+    return {step: gradient_node_data(history.graph(step), metric) for step in chosen}
 
 
 def render(graph_or_roots: GraphOrRoots, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
