@@ -9,7 +9,7 @@ falls on all alike; the figure is the minimum over rounds of the per-step time
 and the ratio is watched over plain. The first (traced) step is timed apart.
 Memory per recorded step is the bytes of its line in the file (what stays on
 disk and in ``Watch.records``); the parameter copy taken for the update ratio
-is transient (freed when the step ends) and said separately.
+is kept between steps (one copy of the parameters) and said separately.
 
 Example::
 
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     args = parser.parse_args()
     rows = measure(args.rounds, args.steps)
-    print("| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | transient parameter copy |")
+    print("| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | parameter copy kept |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(
