@@ -63,7 +63,15 @@ def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tens
 
 def measure(rounds: int, steps: int, scale: int = 1) -> list[dict[str, Any]]:
     """Per model: the best step time plain and watched (every=1, every=10), their ratios, and bytes per recorded step."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _measure(rounds, steps, scale)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure(rounds: int, steps: int, scale: int) -> list[dict[str, Any]]:
     rows = []
     for name, (model, batch, loss_of) in models(scale).items():
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
