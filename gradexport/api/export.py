@@ -205,12 +205,31 @@ def to_html(graph_or_roots: GraphOrRoots | WatchHistory, *, title: str | None = 
     if isinstance(graph_or_roots, WatchHistory):
         history = graph_or_roots
         step = history.steps[-1] if history.steps else None
-        graph_or_roots = history.graph(step)
+        graph_or_roots = _watch_page_graph(history, step)
         options.setdefault("grad_norms", True)
         title = title or f"gradient norms at module outputs, step {step}"
     source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
     with gc_paused():
         return html.to_html(source, export_options.diagram, title=title)
+
+
+def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGraph:
+    """The history's graph at ``step``, with what the viewer's step scrubber needs (gradexport/viewer/src/watch.js)."""
+    graph = history.graph(step)
+    table = history.module_table()
+    modules = {name: table.column(name) for name in table.columns}
+    graph.graph["watch_steps"] = list(history.steps)
+    graph.graph["watch_modules"] = modules
+    flags = history.flags(step) if history.steps else {}
+    graph.graph["watch_flags"] = flags
+    for _, data in graph.nodes(data=True):
+        reasons = flags.get(data.get("module", object()))
+        if reasons:
+            data["watch_flag"] = sorted({reason.split(":")[0] for reason in reasons})
+    for _, target, data in graph.edges(data=True):
+        if "grad_norm" in data:
+            data["watch_norms"] = modules[graph.nodes[target]["module"]]
+    return graph
 
 
 def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphCollection:

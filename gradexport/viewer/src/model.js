@@ -499,7 +499,7 @@ export function pathMarks(graph, target) {
   return marks;
 }
 
-const SEARCHED = ["op", "torch_name", "names", "module", "root", "special"];
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "watch_flag"];
 
 /** Ids of the model nodes and module groups whose op, torch name, parameter names, module or root name contain `text`. */
 export function search(graph, folds, text) {

@@ -10,6 +10,7 @@ import { Folds, GradScale, Graph, pathMarks } from "./model.js";
 import { bindInput, buildPage } from "./page.js";
 import { showCrumbs, showPanel } from "./panel.js";
 import { paintMarks, revealOrigins, showOrigin } from "./selection.js";
+import { mountWatch, watchState } from "./watch.js";
 
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
@@ -29,6 +30,7 @@ export class Viewer {
     this.saved = this.options.saved_bytes ? this.folds.sums((i) => Number(this.graph.field(i, "saved_bytes")) || 0) : null;
     this.scale = this.options.grad_norms === false ? null : new GradScale(this.graph, data.grad_colors, data.grad_bad_color);
     if (this.scale && !this.scale.any) this.scale = null;
+    this.watch = watchState(this);
     this.selected = null;
     /** pathMarks of the selected node: the nodes on a path from the loss to it. */
     this.marks = null;
@@ -43,6 +45,7 @@ export class Viewer {
     buildPage(this);
     this.camera = new Camera(this.svg, this.viewport);
     drawLegend(this);
+    mountWatch(this);
     showPanel(this, null);
     showCrumbs(this, null);
     this.camera.bindPointer();
