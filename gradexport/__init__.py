@@ -20,7 +20,7 @@ from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .analysis.watch_plot import plot_flow
 from .api.diff import diff
 from .api.distributed import compare_ranks
-from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, write
+from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, watch_node_data, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
 from .backward.replay import Replay, ReplayStart, ReplayStep, replay
@@ -143,5 +143,6 @@ __all__ = [
     "to_svg",
     "unreached",
     "watch",
+    "watch_node_data",
     "write",
 ]

@@ -177,6 +177,7 @@ def test_a_deep_sigmoid_mlp_is_flagged_vanishing_and_a_healthy_one_is_not() -> N
     # torch agrees: the first layer's gradient is a vanishing share of the last one's
     norms = sigmoid.module_norms(sigmoid.steps[-1])
     assert norms["0"] < 1e-3 * norms["40"]  # type: ignore[operator]
+    assert flagged["0"][0].startswith(f"vanishing: {norms['0']:.3g} is ")  # the last step's value, not an early one
     healthy = watch_training(nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 1)))
     assert healthy.flagged("vanishing") == {} and healthy.flagged("exploding") == {}
 

@@ -14,9 +14,12 @@ import gradexport
 from gradexport.frontends.cli import main
 
 
-def watched_history(tmp_path: Path) -> tuple[Path, dict[str, float]]:
+def watched_history(tmp_path: Path, per_step: list[dict[str, float]] | None = None, depth: int = 2, activation: type[nn.Module] = nn.Tanh) -> tuple[Path, dict[str, float]]:
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+    layers: list[nn.Module] = [nn.Linear(4, 8), activation()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(8, 8), activation()]
+    model = nn.Sequential(*layers, nn.Linear(8, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     outputs: dict[str, float] = {}
     for name, module in model.named_modules():
@@ -31,6 +34,8 @@ def watched_history(tmp_path: Path) -> tuple[Path, dict[str, float]]:
             optimizer.zero_grad()
             model(torch.randn(8, 4)).pow(2).mean().backward()
             optimizer.step()
+            if per_step is not None:
+                per_step.append(dict(outputs))
     return path, outputs
 
 
@@ -51,20 +56,81 @@ def test_view_watch_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["view", "--watch", str(tmp_path / "missing.jsonl"), "--no-open"]) == 1
 
 
-@pytest.mark.browser
-def test_the_page_colours_edges_by_the_recorded_norms_with_a_legend(tmp_path: Path, browser: Any) -> None:  # noqa: F811
-    path, _ = watched_history(tmp_path)
-    page_path = tmp_path / "watch.html"
-    page_path.write_text(gradexport.to_html(gradexport.load_watch(path)), encoding="utf-8")
+def open_page(browser: Any, page_path: Path) -> tuple[Any, list[str]]:  # noqa: F811
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
     page.route("**/*", lambda route: route.continue_() if route.request.url == page_path.as_uri() else route.abort())
     page.goto(page_path.as_uri(), wait_until="load")
     page.wait_for_function("window.gradexportViewer !== undefined")
     page.evaluate("window.gradexportViewer.ready")
     page.evaluate("window.gradexportViewer.expandAll()")
+    return page, errors
+
+
+EDGE_COLOURS = "[...document.querySelectorAll('.gx-edge-line')].map(p => p.style.stroke).filter(Boolean)"
+RANGE = "[...document.querySelectorAll('.gx-legend-row')].map(row => row.textContent).join('|')"
+
+
+@pytest.mark.browser
+def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    per_step: list[dict[str, float]] = []
+    path, _ = watched_history(tmp_path, per_step)
+    history = gradexport.load_watch(path)
+    page_path = tmp_path / "watch.html"
+    page_path.write_text(gradexport.to_html(history), encoding="utf-8")
+    page, errors = open_page(browser, page_path)
+    api = "window.gradexportViewer"
+    assert page.evaluate(f"{api}.iterations()") == [0, 1, 2]
     assert page.evaluate("document.querySelectorAll('.gx-ramp span').length") == 6
-    assert page.evaluate("[...document.querySelectorAll('.gx-edge-line')].filter(p => p.style.stroke).length") >= 3
+    legend_last, colours_last = page.evaluate(RANGE), page.evaluate(EDGE_COLOURS)
+    assert len(colours_last) >= 3
+    for k in (0, 1, 2):
+        values = page.evaluate(f"{api}.iteration({k})")
+        graph = history.graph(k)
+        for node, value in values.items():
+            assert value == pytest.approx(per_step[k][graph.nodes[node]["module"]], rel=1e-6)
+        assert {graph.nodes[node]["module"] for node in values} >= {"0", "2", "4"}
+        assert page.evaluate(RANGE) == legend_last  # one scale for every step
+    page.evaluate(f"{api}.iteration(0)")
+    assert page.evaluate(EDGE_COLOURS) != colours_last
+    assert page.evaluate("document.querySelector('.gx-watch-step').textContent") == "step 0"
+    with pytest.raises(Exception, match="no recorded step"):
+        page.evaluate(f"{api}.iteration(7)")
+    errors[:] = [error for error in errors if "no recorded step" not in error]
+    node = next(node for node, data in graph.nodes(data=True) if data.get("module") == "2")
+    page.evaluate(f"id => {api}.select(id)", node)
+    assert page.evaluate("document.querySelectorAll('.gx-watch-chart polyline').length") == 1
     assert errors == []
     page.close()
+
+
+@pytest.mark.browser
+def test_vanishing_modules_are_flagged_and_searchable(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    path, _ = watched_history(tmp_path, depth=12, activation=nn.Sigmoid)
+    history = gradexport.load_watch(path)
+    flagged = set(history.flags())
+    assert "0" in flagged
+    page_path = tmp_path / "sigmoid.html"
+    page_path.write_text(gradexport.to_html(history), encoding="utf-8")
+    page, errors = open_page(browser, page_path)
+    found = page.evaluate("window.gradexportViewer.search('vanishing')")
+    graph = history.graph()
+    assert found and {graph.nodes[node]["module"] for node in found} == flagged
+    assert errors == []
+    page.close()
+
+
+def test_model_explorer_node_data_per_step_holds_the_module_output_norms(tmp_path: Path) -> None:
+    pytest.importorskip("model_explorer")
+    path, outputs = watched_history(tmp_path)
+    history = gradexport.load_watch(path)
+    data = gradexport.watch_node_data(history)
+    assert sorted(data) == history.steps == [0, 1, 2]
+    graph = history.graph(2)
+    results = data[2].graphsData["backward"].results
+    for u, v, d in graph.edges(data=True):
+        if "grad" in d:
+            assert results[v].value == pytest.approx(outputs[graph.nodes[v]["module"]], rel=1e-6)
+    assert data[0].graphsData["backward"].results != results  # another step, other values

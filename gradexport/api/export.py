@@ -48,7 +48,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -295,13 +295,32 @@ def to_html(
     if isinstance(graph_or_roots, WatchHistory):
         history = graph_or_roots
         step = history.steps[-1] if history.steps else None
-        graph_or_roots = history.graph(step)
+        graph_or_roots = _watch_page_graph(history, step)
         options.setdefault("grad_norms", True)
         title = title or f"gradient norms at module outputs, step {step}"
     graph_or_roots, options = with_steps(graph_or_roots, options, formats=["html"], caller="to_html")
     source, export_options = prepare(graph_or_roots, ["html"], options, caller="to_html")
     with gc_paused():
         return html.to_html(source, export_options.diagram, title=title)
+
+
+def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGraph:
+    """The history's graph at ``step``, with what the viewer's step scrubber needs (gradexport/viewer/src/watch.js)."""
+    graph = history.graph(step)
+    table = history.module_table()
+    modules = {name: table.column(name) for name in table.columns}
+    graph.graph["watch_steps"] = list(history.steps)
+    graph.graph["watch_modules"] = modules
+    flags = history.flags(step) if history.steps else {}
+    graph.graph["watch_flags"] = flags
+    for _, data in graph.nodes(data=True):
+        reasons = flags.get(data.get("module", object()))
+        if reasons:
+            data["watch_flag"] = sorted({reason.split(":")[0] for reason in reasons})
+    for _, target, data in graph.edges(data=True):
+        if "grad_norm" in data:
+            data["watch_norms"] = modules[graph.nodes[target]["module"]]
+    return graph
 
 
 def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> GraphCollection:
@@ -339,6 +358,22 @@ def _per_format(
     plain_graph = source.whole(caller).copy()
     del plain_graph.graph[STEPS_ATTRIBUTE]
     return source, Source.of(plain_graph), export_options
+
+
+def watch_node_data(history: WatchHistory, metric: str = "norm", *, steps: Iterable[int] | None = None) -> dict[int, Any]:
+    """Model Explorer node data per recorded step of a `gradexport.watch` history (``pip install gradexport[explorer]``).
+
+    Each step's `gradexport.WatchHistory.graph` carries the module-output
+    gradient norms on the edges entering each module; its node data is
+    `gradexport.formats.model_explorer.node_data.gradient_node_data` of it
+    (``metric``: ``norm``, ``log10_norm``, ``non_finite``), for the graph that
+    ``to_model_explorer(history.graph())`` writes. Returns ``{step: ModelNodeData}``;
+    ``.save_to_file(path)`` writes a file Model Explorer's "node data" button loads.
+    """
+    from ..formats.model_explorer.node_data import gradient_node_data
+
+    chosen = list(history.steps if steps is None else steps)
+    return {step: gradient_node_data(history.graph(step), metric) for step in chosen}
 
 
 def render(graph_or_roots: GraphOrRoots | Replay, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:

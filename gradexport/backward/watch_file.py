@@ -207,14 +207,14 @@ class WatchHistory:
         norms = self.module_norms(step)
         table = self.module_table()
         first = max(1, int(self.thresholds["baseline_steps"]))
-        layer_values = [value for name in self.layers if (value := norms.get(name)) is not None and math.isfinite(value)]
+        layer_values = [norm for name in self.layers if (norm := norms.get(name)) is not None and math.isfinite(norm)]
         largest = max(layer_values, default=None)
         found: dict[str, list[str]] = {}
         for column, name in enumerate(self.modules):
             value = norms[name]
             if value is None:
                 continue
-            early = [value for row in table.rows[:first] if (value := row[column]) is not None and math.isfinite(value)]
+            early = [got for row in table.rows[:first] if (got := row[column]) is not None and math.isfinite(got)]
             baseline = median(early) if early else None
             reasons = []
             if not math.isfinite(value):

@@ -1,13 +1,15 @@
 """``gradexport watch TARGET``: run a function that trains under `gradexport.watch`; write the history and its plots.
 
 The function takes a ``watch`` keyword, with a default so that it also runs on
-its own, and wraps its loop in it::
+its own, and wraps its loop in it:
 
-    def train(watch=gradexport.watch):
-        model, optimizer = ...
-        with watch(model, optimizer=optimizer):
-            for batch in data:
-                ...
+```python
+def train(watch=gradexport.watch):
+    model, optimizer = ...
+    with watch(model, optimizer=optimizer):
+        for batch in data:
+            ...
+```
 
 The command passes a ``watch`` that writes ``DIR/FUNCTION.watch.jsonl``
 (``--every``, ``--tensorboard``, ``--fsync`` go to it) and moves a progress

@@ -4,6 +4,7 @@ import { idle } from "./draw.js";
 import { setTheme } from "./page.js";
 import { groupSummary } from "./panel.js";
 import { runSearch } from "./search.js";
+import { showStep } from "./watch.js";
 
 /** The group with id `id`; an Error naming `verb` if there is none, or it is a node. */
 function groupItem(folds, id, verb) {
@@ -43,6 +44,11 @@ export function scriptApi(viewer) {
       return folds.isGroup(item) ? groupSummary(folds, item) : graph.attributes(item);
     },
     search: (text) => runSearch(viewer, text, false),
+    iterations: () => (viewer.watch ? [...viewer.watch.steps] : []),
+    iteration: (k) => {
+      if (!viewer.watch) throw new Error("iteration: this page shows no gradexport.watch history");
+      return showStep(viewer, k);
+    },
     theme: (name) => (name === undefined ? viewer.host.dataset.theme : setTheme(viewer.host, name)),
     idle: () => idle(viewer),
     // A replay page's steps (docs/guides/viewer.md, "Stepping through a replay"); elsewhere they throw.

@@ -557,7 +557,7 @@ export function pathMarks(graph, target) {
   return marks;
 }
 
-const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code"];
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code", "watch_flag"];
 
 /**
  * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or

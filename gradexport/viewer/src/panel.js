@@ -3,6 +3,7 @@
 import { el, table } from "./dom.js";
 import { nodeTitle } from "./model.js";
 import { printable } from "./text.js";
+import { normChart } from "./watch.js";
 
 /** What the panel and the script API's select() tell about a group. */
 export function groupSummary(folds, item) {
@@ -31,6 +32,8 @@ export function showPanel(viewer, item) {
     const summary = groupSummary(folds, item);
     panel.appendChild(el("h2", {}, printable(folds.title(item))));
     panel.appendChild(table(summary));
+    const chart = summary.kind === "module" ? normChart(viewer, summary.module) : null;
+    if (chart) panel.appendChild(chart);
     const action = el("button", { type: "button" }, summary.expanded ? "Collapse" : "Expand");
     action.addEventListener("click", () => viewer.toggleAndSelect(item));
     panel.appendChild(action);
@@ -43,6 +46,8 @@ export function showPanel(viewer, item) {
     panel.appendChild(el("p", { class: "gx-source" }, printable(`made at ${attributes.source}: ${attributes.source_code || ""}`)));
   }
   panel.appendChild(table({ id: graph.id(item), ...attributes }));
+  const chart = typeof attributes.module === "string" ? normChart(viewer, attributes.module) : null;
+  if (chart) panel.appendChild(chart);
   const edges = [];
   for (let j = graph.outStart[item]; j < graph.outStart[item + 1] && edges.length < 50; j++) edges.push(graph.outEdges[j]);
   if (edges.length) {

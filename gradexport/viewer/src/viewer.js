@@ -13,6 +13,7 @@ import { showCrumbs, showPanel } from "./panel.js";
 import { paintMarks, revealOrigins, showOrigin } from "./selection.js";
 import { Stepper } from "./stepper.js";
 import { Steps } from "./steps.js";
+import { mountWatch, watchState } from "./watch.js";
 
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
@@ -38,6 +39,7 @@ export class Viewer {
       style.textContent = this.scale.cssRules();
       (host.getRootNode() === document ? document.head : host.getRootNode()).appendChild(style);
     }
+    this.watch = watchState(this);
     this.selected = null;
     /** pathMarks of the selected node: the nodes on a path from the loss to it. */
     this.marks = null;
@@ -55,6 +57,7 @@ export class Viewer {
     buildPage(this);
     this.camera = new Camera(this.svg, this.viewport);
     drawLegend(this);
+    mountWatch(this);
     showPanel(this, null);
     showCrumbs(this, null);
     this.camera.bindPointer();
