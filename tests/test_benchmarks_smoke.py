@@ -52,3 +52,11 @@ def test_floor_graph_keeps_parallel_edges() -> None:
     (add_id,) = [node for node, op in graph.nodes(data="op") if op == type(add).__name__]
     edges = [(key, data["input_nr"]) for _, _, key, data in graph.out_edges(add_id, keys=True, data=True)]
     assert edges == [(index, input_nr) for index, (_, input_nr) in enumerate(add.next_functions)]
+
+
+def test_capture_source_benchmark_times_every_variant_of_every_model() -> None:
+    from benchmarks import capture_source
+
+    results = capture_source.measure(repeats=1, calls=1)
+    assert set(results) == set(capture_source.MODELS)
+    assert all(set(best) == set(capture_source.VARIANTS) and all(0 < value < 60 for value in best.values()) for best in results.values())

@@ -226,17 +226,21 @@ class _SourceMode(TorchFunctionMode):
         else:
             stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
         seen = {id(node) for node in stack}
-        begin = self.begin
+        begin, gaps = self.begin, self.gaps
+        # The sequence number is read first: it rules out most nodes (leaves,
+        # the previous op's node) without reading, or creating, their metadata dict.
         while stack:
             node = stack.pop()
-            metadata = node_metadata(node)
-            if SOURCE_KEY in metadata:
-                continue
             number = sequence_nr(node)
             if number < begin or number >= 2**63:  # made before the block, or a leaf
                 continue
+            if number < start and not gaps:  # made by an earlier call, tagged then
+                continue
             found = self.location_of(node, number, start, where)
             if found is None:
+                continue
+            metadata = node_metadata(node)
+            if SOURCE_KEY in metadata:
                 continue
             metadata[SOURCE_KEY] = found
             for child, _ in node.next_functions:
