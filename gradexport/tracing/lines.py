@@ -95,6 +95,9 @@ class Cut(NamedTuple):
 
 #: The cuts of the latest outermost `capture_source` block (their inputs' nodes are held until the next one).
 CUTS: list[Cut] = []
+#: At most this many cuts are kept per block, so that a long loop under
+#: ``no_grad`` inside the block holds bounded memory.
+CUT_LIMIT = 10_000
 _depth = [0]
 
 #: Whether `capture_source` was ever entered in this process: until then the
@@ -172,6 +175,8 @@ class _SourceMode(TorchFunctionMode):
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
         """Keep a call that took tensors needing a gradient and made one that needs none."""
+        if len(CUTS) >= CUT_LIMIT:
+            return
         needing = [value for value in _tensors(args) if value.requires_grad]
         if not needing:
             return
