@@ -96,3 +96,9 @@ def test_the_other_floors_do_the_same_job_as_gradexport() -> None:
     walked = _same_attributes(root)
     assert list(walked.nodes(data=True)) == list(graph.nodes(data=True))
     assert list(walked.edges(keys=True, data=True)) == list(graph.edges(keys=True, data=True))
+def test_capture_source_benchmark_times_every_variant_of_every_model() -> None:
+    from benchmarks import capture_source
+
+    results = capture_source.measure(repeats=1, calls=1)
+    assert set(results) == set(capture_source.MODELS)
+    assert all(set(best) == set(capture_source.VARIANTS) and all(0 < value < 60 for value in best.values()) for best in results.values())

@@ -254,3 +254,11 @@ def test_nests_with_capture_modules() -> None:
     graph = gradexport.to_networkx(out, module=model)
     tanh = next(data for _, data in graph.nodes(data=True) if data.get("op") == "TanhBackward0")
     assert tanh["module"] == "1" and tanh["source_code"] == "out = model(torch.randn(1, 3)).sum()"
+
+
+def test_nested_blocks_keep_the_inner_line(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
+    module, path, markers = program
+    x = torch.randn(3, requires_grad=True)
+    with gradexport.capture_source(), gradexport.capture_source():
+        out = module.ops(x)
+    _check(gradexport.to_networkx(out), path, markers, {"mul", "exp", "sum"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,15 @@ def test_json_round_trips_the_source() -> None:
     for node, data in graph.nodes(data=True):
         for key in ("source", "source_code", "source_function"):
             assert back.nodes[node].get(key) == data.get(key)
+
+
+def test_json_refuses_a_source_of_the_wrong_type() -> None:
+    graph, _ = _captured()
+    document = json.loads(gradexport.to_json(graph))
+    node = next(node for node in document["nodes"] if "source" in node)
+    node["source"] = 12
+    with pytest.raises(gradexport.GraphFormatError, match=r"source: expected str"):
+        gradexport.from_json(json.dumps(document))
 
 
 def test_model_explorer_nodes_carry_the_source() -> None:

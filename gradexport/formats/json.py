@@ -419,6 +419,10 @@ _NODE_FIELDS: dict[str, Any] = {
     "num_edges": _Index,
     "ops": _MapOf(_Index),
     "hidden_leaves": _Index,
+    "source": str,
+    "source_code": str,
+    "source_function": str,
+    "source_stack": _ListOf(str),
 }
 _EDGE_FIELDS: dict[str, Any] = {
     "next_index": _Index,

@@ -95,6 +95,9 @@ class Cut(NamedTuple):
 
 #: The cuts of the latest outermost `capture_source` block (their inputs' nodes are held until the next one).
 CUTS: list[Cut] = []
+#: At most this many cuts are kept per block, so that a long loop under
+#: ``no_grad`` inside the block holds bounded memory.
+CUT_LIMIT = 10_000
 _depth = [0]
 
 #: Whether `capture_source` was ever entered in this process: until then the
@@ -172,6 +175,8 @@ class _SourceMode(TorchFunctionMode):
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
         """Keep a call that took tensors needing a gradient and made one that needs none."""
+        if len(CUTS) >= CUT_LIMIT:
+            return
         needing = [value for value in _tensors(args) if value.requires_grad]
         if not needing:
             return
@@ -226,17 +231,21 @@ class _SourceMode(TorchFunctionMode):
         else:
             stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
         seen = {id(node) for node in stack}
-        begin = self.begin
+        begin, gaps = self.begin, self.gaps
+        # The sequence number is read first: it rules out most nodes (leaves,
+        # the previous op's node) without reading, or creating, their metadata dict.
         while stack:
             node = stack.pop()
-            metadata = node_metadata(node)
-            if SOURCE_KEY in metadata:
-                continue
             number = sequence_nr(node)
             if number < begin or number >= 2**63:  # made before the block, or a leaf
                 continue
+            if number < start and not gaps:  # made by an earlier call, tagged then
+                continue
             found = self.location_of(node, number, start, where)
             if found is None:
+                continue
+            metadata = node_metadata(node)
+            if SOURCE_KEY in metadata:
                 continue
             metadata[SOURCE_KEY] = found
             for child, _ in node.next_functions:

@@ -25,6 +25,11 @@ none), to say why. The reasons, in the order they are tried (`REASONS`):
     Its module's output reaches it, but that output does not reach the roots.
 ``"unused_in_forward"``
     Its module ran with gradients on but its output does not depend on it.
+``"behind_checkpoint"``
+    The roots' graph holds a reentrant checkpoint (``use_reentrant=True``),
+    whose one node hides the parameters used inside: backward, which
+    recomputes the region, may still reach it. Every other reason agrees
+    with ``.grad is None`` after ``backward()``; this one is a doubt.
 ``"unknown"``
     The forward was not captured: run it inside `gradexport.capture_modules`
     (and `gradexport.capture_source` for the lines).
@@ -67,6 +72,7 @@ REASONS = {
     "other_root": "only another output of the model reaches it, not the roots",
     "output_unused": "its module's output does not reach the roots",
     "unused_in_forward": "its module ran but its output does not depend on it",
+    "behind_checkpoint": "a reentrant checkpoint in the graph hides what it uses; backward may still reach it",
     "unknown": "the forward was not captured (run it inside gradexport.capture_modules() and capture_source())",
 }
 
@@ -165,7 +171,8 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
             if id(tensor) not in seen:
                 candidates.append((name, tensor, None))
                 seen.add(id(tensor))
-    reached_ids = _leaves(root.node for root in collect_roots(roots, caller="unreached"))
+    opaque: set[str] = set()
+    reached_ids = _leaves((root.node for root in collect_roots(roots, caller="unreached")), opaque)
     frozen = tuple(name for name, tensor, _ in candidates if not tensor.requires_grad)
     found: list[Unreached] = []
     reached = 0
@@ -176,7 +183,10 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
         if id(tensor) in reached_ids:
             reached += 1
             continue
-        found.append(explain(name, tensor, owner))
+        record = explain(name, tensor, owner)
+        if "CheckpointFunctionBackward" in opaque and record.reason != "module_not_called":
+            record = Unreached(name, owner, "behind_checkpoint")
+        found.append(record)
     return UnreachedReport(tuple(found), frozen, reached)
 
 
@@ -225,13 +235,18 @@ class _Explainer:
         return leaves
 
 
-def _leaves(nodes: Iterable[Node]) -> set[int]:
-    """``id`` of every leaf tensor whose AccumulateGrad node the nodes reach (each node visited once)."""
+def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
+    """``id`` of every leaf tensor whose AccumulateGrad node the nodes reach (each node visited once).
+
+    With ``ops``, the type names of the nodes passed are added to it.
+    """
     stack = list(nodes)
     seen = {id(node) for node in stack}
     found: set[int] = set()
     while stack:
         node = stack.pop()
+        if ops is not None:
+            ops.add(type(node).__name__)
         if type(node).__name__ == "AccumulateGrad":
             found.add(id(leaf_variable(node)))
             continue
