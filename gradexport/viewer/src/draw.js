@@ -160,4 +160,5 @@ function draw(viewer, view, result, looks) {
   viewer.svg.setAttribute("data-rendered", String(viewer.layouts.serial));
   paintMarks(viewer);
   viewer.camera.redrawn({ width: result.width || 1, height: result.height || 1 });
+  if (viewer.drawnHook) viewer.drawnHook(result, looks);
 }
