@@ -104,3 +104,23 @@ def test_show_on_a_large_graph_without_modules_gives_the_viewer_alone() -> None:
     with pytest.warns(gradexport.GraphvizSizeWarning, match="no modules to fold"):
         bundle = gradexport.show(chain.sum(), params={"x": x})._repr_mimebundle_()
     assert sorted(bundle) == ["text/html", "text/plain"]
+
+
+@needs_dot
+def test_the_command_line_warns_and_stops_dot_after_dot_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from gradexport.frontends.cli import main
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command adds the file's folder
+    user = tmp_path / "large_model.py"
+    user.write_text(
+        "import torch\nfrom model_zoo import GPTLike\n\n"
+        "def loss():\n    torch.manual_seed(0)\n    return GPTLike(blocks=24)(torch.randint(0, 11, (2, 5))).sum()\n"
+    )
+    status = main([f"{user}:loss", "-f", "svg", "-o", str(tmp_path), "--no-group-modules", "--dot-timeout", "0.5"])
+    err = capsys.readouterr().err
+    assert status != 0
+    assert "Graphviz may take minutes to lay out 1,191 nodes" in err  # the warning, before dot ran
+    assert "within dot_timeout=0.5 s and was stopped" in err
+    assert not (tmp_path / "loss.svg").exists()

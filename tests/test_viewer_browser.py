@@ -360,12 +360,22 @@ def press(opened: Opened, key: str, *, draws: bool = False) -> list[str] | None:
     return drawn_after(opened, before) if draws else None
 
 
+def reachable(opened: Opened, ids: list[str]) -> tuple[str, dict[str, float]]:
+    """The first of ``ids`` a mouse can click, panning down the drawing with the arrow key until one shows."""
+    for _ in range(80):
+        try:
+            return clickable(opened, ids)
+        except AssertionError:
+            press(opened, "ArrowDown")
+    return clickable(opened, ids)
+
+
 def click_to_open(opened: Opened) -> tuple[str, str, list[str], list[str]]:
-    """Fit the drawing to the screen (key f) and click the first folded module a mouse can reach there:
-    its id, its label, the visible ids before and after."""
+    """Fit the drawing to the screen (key f; a long one is fitted across), pan down to the first folded module
+    a mouse can reach and click it: its id, its label, the visible ids before and after."""
     press(opened, "f")
     before = opened.call("window.gradexportViewer.visible()")
-    group, point = clickable(opened, [item for item in before if item.startswith("module:")])
+    group, point = reachable(opened, [item for item in before if item.startswith("module:")])
     label = opened.call("id => [...document.querySelectorAll('.gx-node')].find((g) => g.dataset.id === id).querySelector('text').textContent", group)
     serial = drawing(opened)
     click(opened, point)

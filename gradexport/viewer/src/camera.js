@@ -1,6 +1,9 @@
 // The view of the drawing: its pan and zoom (one transform on the viewport group), fitting it to
 // the canvas, centring on an element, and the pointer gestures that move it (drag pans, wheel zooms).
 
+/** Fit shows the whole drawing only if its text is at least this fraction of its size. */
+const READABLE = 0.5;
+
 export class Camera {
   constructor(svg, viewport) {
     this.svg = svg;
@@ -9,6 +12,8 @@ export class Camera {
     this.bounds = { width: 1, height: 1 };
     this.fitted = false;
     this.drag = null;
+    /** Called with the transform after every change (the minimap follows it). */
+    this.moved = () => {};
   }
 
   /** Drag on the canvas pans it, the wheel zooms about the pointer. */
@@ -60,18 +65,40 @@ export class Camera {
   apply() {
     const { x, y, k } = this.transform;
     this.viewport.setAttribute("transform", `translate(${x.toFixed(2)},${y.toFixed(2)}) scale(${k.toFixed(4)})`);
+    this.moved(this.transform);
   }
 
-  /** Fit the whole drawing; `readable` keeps the text at least at 70 % size and shows the top (the loss) first. */
-  fit(readable = false) {
+  /** The canvas's size on screen. */
+  screen() {
     const box = this.svg.getBoundingClientRect();
-    const width = box.width || 800;
-    const height = box.height || 600;
-    let k = Math.min(1.5, Math.max(0.02, Math.min(width / this.bounds.width, height / this.bounds.height) * 0.95));
-    if (readable) k = Math.max(k, 0.7, Math.min(1, (width / this.bounds.width) * 0.95));
-    const x = (width - this.bounds.width * k) / 2;
-    const y = this.bounds.height * k > height ? 8 : (height - this.bounds.height * k) / 2;
-    this.transform = { k, x: this.bounds.width * k > width ? 8 : x, y };
+    return { width: box.width || 800, height: box.height || 600 };
+  }
+
+  /**
+   * Fit the drawing. The whole of it when its text stays at least READABLE of its size; a long drawing (a
+   * deep net, top to bottom) is fitted across instead, at most 1:1, and shown from its start (the loss),
+   * the rest a pan or a minimap click away: the whole of a 12-layer encoder would be a strip a few pixels wide.
+   * `readable` (on opening) also keeps the text at least at 70 % size.
+   */
+  fit(readable = false) {
+    const { width, height } = this.screen();
+    const { width: w, height: h } = this.bounds;
+    const whole = Math.min(1.5, Math.max(0.02, Math.min(width / w, height / h) * 0.95));
+    // Fitted across: the drawing's narrow side fills the canvas's matching side.
+    const across = Math.min(1, (h / w > height / width ? width / w : height / h) * 0.95);
+    let k = whole < READABLE ? Math.max(whole, across) : whole;
+    if (readable) k = Math.max(k, 0.7, Math.min(1, (width / w) * 0.95));
+    const x = w * k > width ? 8 : (width - w * k) / 2;
+    const y = h * k > height ? 8 : (height - h * k) / 2;
+    this.transform = { k, x, y };
+    this.apply();
+  }
+
+  /** Centre the view on the drawing's point (x, y), at the same zoom. */
+  centerAt(x, y) {
+    const { width, height } = this.screen();
+    const k = this.transform.k;
+    this.transform = { k, x: width / 2 - x * k, y: height / 2 - y * k };
     this.apply();
   }
 
@@ -92,14 +119,11 @@ export class Camera {
     this.apply();
   }
 
-  /** Bring the drawn element `g` (if any) to the middle of the canvas, at the same zoom. */
-  centerOn(g) {
+  /** Bring the drawn element `g` (if any) to the middle of the canvas; `zoomIn` also zooms to at least 1:1 to read it. */
+  centerOn(g, zoomIn = false) {
     if (!g) return;
     const b = g.getBBox();
-    const box = this.svg.getBoundingClientRect();
-    const k = this.transform.k;
-    this.transform.x = box.width / 2 - (b.x + b.width / 2) * k;
-    this.transform.y = box.height / 2 - (b.y + b.height / 2) * k;
-    this.apply();
+    if (zoomIn) this.transform.k = Math.min(8, Math.max(this.transform.k, 1));
+    this.centerAt(b.x + b.width / 2, b.y + b.height / 2);
   }
 }

@@ -161,4 +161,5 @@ function draw(viewer, view, result, looks) {
   paintMarks(viewer);
   viewer.camera.redrawn({ width: result.width || 1, height: result.height || 1 });
   if (viewer.stepper) viewer.stepper.paint();
+  if (viewer.drawnHook) viewer.drawnHook(result, looks);
 }

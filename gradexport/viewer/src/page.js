@@ -2,12 +2,13 @@
 // the panel, the legend and status; the style sheet; clicks on the drawing, the search box's keys, the keys.
 import css from "./viewer.css";
 import { el } from "./dom.js";
+import { addChangeButtons, directionLabel, flipDirection, goToChange } from "./navigate.js";
 import { showEdge } from "./panel.js";
 import { runSearch } from "./search.js";
 
 const HELP = [
   ["click", "select; a folded group expands, an expanded box's title collapses"],
-  ["f", "fit to screen"],
+  ["f", "fit: the whole drawing, or a long one across (then pan or use the minimap)"],
   ["+ / −", "zoom"],
   ["arrows", "pan"],
   ["/", "search"],
@@ -15,6 +16,9 @@ const HELP = [
   ["Backspace", "collapse the box around the selection"],
   ["Esc", "clear selection and search"],
   ["t", "light or dark theme"],
+  ["l", "lay out top to bottom or left to right"],
+  ["m", "show or hide the minimap (click it to go there)"],
+  ["n / p", "next or previous change (a diff's page)"],
 ];
 
 const STEP_HELP = [
@@ -53,6 +57,9 @@ export function buildPage(viewer) {
   button("Fit", "Fit to screen (f)", () => viewer.camera.fit());
   button("−", "Zoom out (-)", () => viewer.camera.zoom(1 / 1.25));
   button("+", "Zoom in (+)", () => viewer.camera.zoom(1.25));
+  viewer.directionButton = button(directionLabel(viewer), "Top to bottom or left to right (l)", () => flipDirection(viewer));
+  viewer.directionButton.classList.add("gx-direction");
+  addChangeButtons(viewer, button, bar);
   button("Theme", "Light or dark (t)", () => flipTheme(host));
   button("?", "Keyboard shortcuts", () => viewer.help.classList.toggle("gx-hidden"));
   viewer.crumbs = el("nav", { class: "gx-crumbs", "aria-label": "Where you are" });
@@ -76,6 +83,7 @@ export function buildPage(viewer) {
   const stage = el("div", { class: "gx-stage" });
   stage.append(viewer.svg, viewer.legend, viewer.help, viewer.status);
   main.append(stage, viewer.panel);
+  viewer.stage = stage;
   host.append(bar);
   if (viewer.stepper) host.append(viewer.stepper.build());
   host.append(viewer.crumbs, main);
@@ -118,6 +126,10 @@ function key(viewer, event) {
     ArrowDown: () => camera.pan(0, -step),
     "/": () => viewer.searchBox.focus(),
     t: () => flipTheme(viewer.host),
+    l: () => flipDirection(viewer),
+    m: () => viewer.minimap && viewer.minimap.frame.classList.toggle("gx-hidden"),
+    n: () => goToChange(viewer, viewer.change + 1),
+    p: () => goToChange(viewer, viewer.change - 1),
     Escape: () => {
       viewer.searchBox.value = "";
       viewer.matches = new Set();

@@ -28,11 +28,11 @@ export function runSearch(viewer, text, reveal) {
   return ids;
 }
 
-/** Open the groups around `item`, then select it and centre on it; `keepPanel` leaves the list of matches shown. */
-function revealAndSelect(viewer, item, keepPanel) {
+/** Open the groups around `item`, then select it, centre on it and zoom in to read it; `keepPanel` leaves the list of matches shown. */
+export function revealAndSelect(viewer, item, keepPanel) {
   viewer.folds.reveal(item);
   return refresh(viewer).then(() => {
     viewer.selectItem(item, keepPanel);
-    centerOn(viewer, item);
+    centerOn(viewer, item, true);
   });
 }

@@ -29,11 +29,11 @@ export function paintMarks(viewer) {
   }
 }
 
-/** Bring the drawn item that shows `item` (itself, or the folded group it is in) to the middle. */
-export function centerOn(viewer, item) {
+/** Bring the drawn item that shows `item` (itself, or the folded group it is in) to the middle; `zoomIn`: at 1:1 at least. */
+export function centerOn(viewer, item, zoomIn = false) {
   const drawn = viewer.drawn;
   if (!drawn) return;
-  viewer.camera.centerOn(drawn.elements.get(viewer.folds.isGroup(item) ? item : drawn.rep[item]));
+  viewer.camera.centerOn(drawn.elements.get(viewer.folds.isGroup(item) ? item : drawn.rep[item]), zoomIn);
 }
 
 /** The ids of the nodes where a non-finite gradient started (graph attribute nonfinite), in the order the engine ran them. */

@@ -8,9 +8,10 @@ import { refresh } from "./draw.js";
 import { LayoutClient } from "./layout-client.js";
 import { drawLegend } from "./legend.js";
 import { Folds, GradScale, Graph, pathMarks } from "./model.js";
+import { buildMinimap, diffChanges, drawMinimap, showChangeCount } from "./navigate.js";
 import { bindInput, buildPage } from "./page.js";
 import { showCrumbs, showPanel } from "./panel.js";
-import { paintMarks, revealOrigins, showOrigin } from "./selection.js";
+import { centerOn, paintMarks, revealOrigins, showOrigin } from "./selection.js";
 import { Stepper } from "./stepper.js";
 import { Steps } from "./steps.js";
 import { mountWatch, watchState } from "./watch.js";
@@ -28,6 +29,10 @@ export class Viewer {
     this.folds = new Folds(this.graph, this.options.group_modules !== false);
     this.folds.openWithin(OPEN_BUDGET);
     revealOrigins(this);
+    /** A diff's changed nodes (navigate.js), and which of them was gone to last; the page opens at the first. */
+    this.changes = diffChanges(this.graph);
+    this.change = 0;
+    if (this.changes.length) this.folds.reveal(this.changes[0]);
     this.words = data.mark_words || {};
     this.markColors = data.mark_colors || {};
     this.saved = this.options.saved_bytes ? this.folds.sums((i) => Number(this.graph.field(i, "saved_bytes")) || 0) : null;
@@ -61,12 +66,25 @@ export class Viewer {
     showPanel(this, null);
     showCrumbs(this, null);
     this.camera.bindPointer();
+    buildMinimap(this, this.stage);
+    this.drawnHook = (result, looks) => drawMinimap(this, result, looks);
     bindInput(this);
     this.layouts = new LayoutClient();
-    this.ready = refresh(this).then((visible) => {
-      if (this.stepper) this.stepper.go(0);
-      return showOrigin(this, visible);
-    });
+    this.ready = refresh(this)
+      .then((visible) => {
+        if (this.stepper) this.stepper.go(0);
+        return showOrigin(this, visible);
+      })
+      .then((visible) => this.showFirstChange(visible));
+  }
+
+  /** On a diff's page, select the first change and bring it, readable, to the middle; passes `visible` on. */
+  showFirstChange(visible) {
+    if (!this.changes.length || this.selected !== null) return visible;
+    this.selectItem(this.changes[0]);
+    centerOn(this, this.changes[0], true);
+    showChangeCount(this);
+    return visible;
   }
 
   /** Select `item` (a node or a group; null: nothing): marks its paths, shows it in the panel (unless `keepPanel`) and the breadcrumbs. */
