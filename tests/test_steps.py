@@ -109,6 +109,8 @@ def test_steps_refused_where_they_cannot_be_had() -> None:
         gradexport.to_html(gradexport.to_networkx((y * 2).sum()), steps=True)
     with pytest.raises(gradexport.ArgumentTypeError, match="steps applies only to the html format"):
         gradexport.write((y * 2).sum(), "unused", "dot", steps=True)
+    with pytest.raises(gradexport.ArgumentTypeError, match="edge_metadata does not combine with steps=True"):
+        gradexport.to_html((y * 2).sum(), steps=True, edge_metadata=True)
     assert issubclass(gradexport.StepsUnavailableError, gradexport.GradexportError)
 
 

@@ -55,7 +55,7 @@ import networkx as nx
 from ..analysis.simplify import collapse, has_modules
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
-from ..core.errors import ArgumentValueError, StepsUnavailableError
+from ..core.errors import ArgumentTypeError, ArgumentValueError, StepsUnavailableError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
@@ -105,6 +105,12 @@ def with_steps(
             "a graph holds no steps"
         )
     else:
+        if keywords.get("edge_metadata"):
+            raise ArgumentTypeError(
+                f"gradexport.{caller}: edge_metadata does not combine with steps=True: the page's steps carry every "
+                "gradient's shape and dtype already"
+            )
+        keywords.pop("edge_metadata", None)
         record = replay_keeping_grads(
             graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
         )
