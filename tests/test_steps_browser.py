@@ -225,6 +225,12 @@ def test_a_node_inside_a_folded_group_marks_the_group(open_steps: Any) -> None:
         assert len(marked) == 1
         group, running = marked[0]
         assert group.split(":")[0] in ("module", "chain", "fan", "part") and running == f"running inside: {step['node']} {step['op']}"
+        inside = page.evaluate("""() => {
+          const canvas = document.querySelector('.gx-canvas').getBoundingClientRect();
+          const box = document.querySelector('.gx-step-current').getBoundingClientRect();
+          return box.left >= canvas.left && box.right <= canvas.right && box.top >= canvas.top && box.bottom <= canvas.bottom;
+        }""")
+        assert inside, f"step {k}: the group running it is not scrolled into view"
         # The node's state, and the next one's, agree with the record.
         assert page.evaluate(f"window.gradexportViewer.state({step['node']!r})") == "done"
         if k + 1 < len(record.steps):  # the next node to run has all its inputs by now
