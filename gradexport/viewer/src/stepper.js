@@ -169,7 +169,7 @@ export class Stepper {
       for (const name of ["done", "waiting", "pending"]) g.classList.toggle(`gx-step-${name}`, state === name);
       g.classList.toggle("gx-step-current", item === current);
       g.classList.toggle("gx-step-ready", state === "waiting" && steps.ready(item, k));
-      if (state === "done" && graph.field(item, "kind") === "leaf") {
+      if (state !== null && graph.field(item, "kind") === "leaf") {
         const grad = steps.leafGrad(item, k);
         if (grad) this.note(g, g.querySelector(".gx-shape"), `.grad ${shortText(grad, 16)}`, "gx-step-grad", true);
       }
