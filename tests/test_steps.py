@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import torch
 from cases import CASES
+from replay_cases import grad_outputs_for
+from test_exec_order import ORDER_CASES
 
 import gradexport
 from gradexport.backward.steps import VALUES_UP_TO, replay_keeping_grads, step_data
@@ -107,6 +109,8 @@ def test_steps_refused_where_they_cannot_be_had() -> None:
         gradexport.to_html(gradexport.to_networkx((y * 2).sum()), steps=True)
     with pytest.raises(gradexport.ArgumentTypeError, match="steps applies only to the html format"):
         gradexport.write((y * 2).sum(), "unused", "dot", steps=True)
+    with pytest.raises(gradexport.ArgumentTypeError, match="edge_metadata does not combine with steps=True"):
+        gradexport.to_html((y * 2).sum(), steps=True, edge_metadata=True)
     assert issubclass(gradexport.StepsUnavailableError, gradexport.GradexportError)
 
 
@@ -143,3 +147,12 @@ def test_view_steps_on_the_command_line(tmp_path: Path, monkeypatch: pytest.Monk
     expected = sorted((data_["exec_order"], node) for node, data_ in graph.nodes(data=True) if "exec_order" in data_)
     assert [f"n{row[0]}" for row in data["steps"]["steps"]] == [node for _, node in expected]
     assert [f"n{row[0]}" for row in data["steps"]["steps"]][2:4] == ["n4", "n3"]  # the ready leaf y goes before Exp
+
+
+@pytest.mark.parametrize("name", sorted(ORDER_CASES))
+def test_every_case_makes_a_page_with_its_steps(name: str) -> None:
+    case = ORDER_CASES[name]()
+    record = gradexport.replay(case.roots, grad_outputs_for(case.roots), params=case.params, module=case.module)
+    data = page_data(gradexport.to_html(record))["steps"]
+    assert len(data["steps"]) == len(record.steps)
+    assert all(len(row[1]) == len(step.inputs) and len(row[2]) == len(step.outputs) for row, step in zip(data["steps"], record.steps, strict=True))

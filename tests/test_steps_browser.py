@@ -225,7 +225,28 @@ def test_a_node_inside_a_folded_group_marks_the_group(open_steps: Any) -> None:
         assert len(marked) == 1
         group, running = marked[0]
         assert group.split(":")[0] in ("module", "chain", "fan", "part") and running == f"running inside: {step['node']} {step['op']}"
+        inside = page.evaluate("""() => {
+          const canvas = document.querySelector('.gx-canvas').getBoundingClientRect();
+          const box = document.querySelector('.gx-step-current').getBoundingClientRect();
+          return box.left >= canvas.left && box.right <= canvas.right && box.top >= canvas.top && box.bottom <= canvas.bottom;
+        }""")
+        assert inside, f"step {k}: the group running it is not scrolled into view"
         # The node's state, and the next one's, agree with the record.
         assert page.evaluate(f"window.gradexportViewer.state({step['node']!r})") == "done"
         if k + 1 < len(record.steps):  # the next node to run has all its inputs by now
             assert page.evaluate(f"window.gradexportViewer.state({record.steps[k + 1].node!r})") == "waiting"
+
+
+def test_a_leaf_shows_the_grad_it_held_then_what_it_accumulated(open_steps: Any) -> None:
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    x.grad = torch.tensor([10.0, 20.0])
+    before = x.grad.clone()
+    record = gradexport.replay((x * 3).sum(), params={"x": x})
+    page = open_steps(record)
+    (leaf,) = [k for k, step in enumerate(record.steps) if step.op == "AccumulateGrad"]
+    node = record.steps[leaf].node
+    page.evaluate(f"window.gradexportViewer.step({leaf - 1})")
+    assert page.evaluate(f"window.gradexportViewer.leafGrad({node!r})")["values"] == repr(before)
+    assert page.locator(".gx-step-grad").text_content() == ".grad [10., 20.]"
+    page.evaluate(f"window.gradexportViewer.step({leaf})")
+    assert page.evaluate(f"window.gradexportViewer.leafGrad({node!r})")["values"] == repr(x.grad) == "tensor([13., 23.])"

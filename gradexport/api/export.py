@@ -56,7 +56,7 @@ from ..analysis.simplify import collapse, has_modules
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
 from ..backward.watch_file import WatchHistory
-from ..core.errors import ArgumentValueError, StepsUnavailableError
+from ..core.errors import ArgumentTypeError, ArgumentValueError, StepsUnavailableError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
@@ -106,6 +106,12 @@ def with_steps(
             "a graph holds no steps"
         )
     else:
+        if keywords.get("edge_metadata"):
+            raise ArgumentTypeError(
+                f"gradexport.{caller}: edge_metadata does not combine with steps=True: the page's steps carry every "
+                "gradient's shape and dtype already"
+            )
+        keywords.pop("edge_metadata", None)
         record = replay_keeping_grads(
             graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
         )

@@ -163,6 +163,7 @@ def replay(
             reason = _hook_message(f"root {start.root.name!r} has tensor hooks (Tensor.register_hook)")
             raise ReplayError(node_id, graph.nodes[node_id]["op"], reason)
 
+    grads_before = _leaf_grads(graph, nodes)
     buffers: dict[str, list[torch.Tensor | None]] = {}
 
     def deliver(node_id: str, slot: int, grad: torch.Tensor) -> None:
@@ -183,6 +184,7 @@ def replay(
         starts=[ReplayStart(start.root.name, result.ids[start.root.node], start.input_nr, start.grad) for start in starts],
         steps=steps,
         grads=_leaf_grads(graph, nodes),
+        grads_before=grads_before,
     )
 
 

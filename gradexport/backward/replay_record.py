@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -83,12 +83,16 @@ class Replay:
             when it has none.
         starts: The gradient each root started with, in root order (a bare
             Node root has one per input slot).
+        grads_before: Each leaf's ``.grad`` before the replay, keyed as ``grads``
+            (what the stepping viewer shows on a leaf before its step).
     """
 
     graph: nx.MultiDiGraph
     starts: list[ReplayStart]
     steps: list[ReplayStep]
     grads: dict[str, torch.Tensor | None]
+    #: Each leaf's ``.grad`` before the replay (a copy, ``None`` where unset), keyed as ``grads``.
+    grads_before: dict[str, torch.Tensor | None] = field(default_factory=dict)
 
     def step(self, node: str) -> ReplayStep:
         """The step that ran the node with graph id ``node``."""

@@ -13,6 +13,7 @@ that one step returns and the next receives costs its bytes once:
   5 significant digits (``"NaN"``, ``"Infinity"`` where not finite; ``min``,
   ``max``, ``mean`` ``None`` for complex tensors);
 * ``starts``: ``[node, slot, tensor]`` per root gradient;
+* ``before``: ``[node, tensor]`` per leaf whose ``.grad`` was set before the replay;
 * ``steps``: ``[node, inputs, outputs]`` in the order the engine runs them
   (`gradexport.backward.engine_queue`), ``inputs`` one tensor number (or
   ``None``) per input slot as the node was called (arrivals summed),
@@ -84,7 +85,8 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         by_object[id(tensor)] = index
         return index
 
-    leaf_grads = _leaf_grads(record)
+    leaf_grads = _leaf_grads(record, record.grads)
+    before = [[_node(node), number(grad)] for node, grad in _leaf_grads(record, record.grads_before).items() if grad is not None]
     starts = [[_node(start.node), start.input_nr, number(start.grad)] for start in record.starts]
     steps: list[list[Any]] = []
     for step in record.steps:
@@ -98,6 +100,7 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         "metas": [[list(shape), dtype] for shape, dtype in metas],
         "tensors": tensors,
         "starts": starts,
+        "before": before,
         "steps": steps,
     }
 
@@ -155,12 +158,12 @@ def replay_keeping_grads(
             leaf.grad = grad
 
 
-def _leaf_grads(record: Replay) -> dict[str, torch.Tensor | None]:
+def _leaf_grads(record: Replay, by_name: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor | None]:
     grads: dict[str, torch.Tensor | None] = {}
     for node, data in record.graph.nodes(data=True):
         if data.get("kind") == "leaf":
             names = data.get("names") or [node]
-            grads[node] = record.grads.get(names[0])
+            grads[node] = by_name.get(names[0])
     return grads
 
 

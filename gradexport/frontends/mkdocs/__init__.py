@@ -39,7 +39,9 @@ Options (each optional):
   extension). ``model-explorer`` is refused: it is a file for another app.
   Default: the plugin's ``formats`` option.
 - ``graph``: a Python expression, evaluated after the block ran, giving the
-  roots (anything `gradexport.to_networkx` takes, or a graph it built).
+  roots (anything `gradexport.to_networkx` takes, or a graph it built). A
+  record of `gradexport.replay` draws its graph, and in the ``html``
+  format the viewer steps through the replay (as on the blog pages).
 - Export options: any option of the export functions that can be written as
   text (see `gradexport.core.options`; the guide lists them all), e.g.
   ``direction="LR" edge_shapes="true" depth="2"``; ``true``, ``false`` and

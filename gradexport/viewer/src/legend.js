@@ -18,14 +18,6 @@ export function drawLegend(viewer) {
     row.append(swatch(styles[cls].fill, styles[cls].stroke), document.createTextNode(name));
     legend.appendChild(row);
   }
-  if (viewer.stepper) {
-    legend.appendChild(el("div", { class: "gx-legend-title" }, "backward pass, at this step"));
-    for (const [state, text] of [["current", "being called now"], ["done", "done (already called)"], ["waiting", "waiting (some inputs arrived)"], ["pending", "not reached yet"]]) {
-      const row = el("div", { class: "gx-legend-row", "data-legend": `step-${state}` });
-      row.append(el("span", { class: `gx-swatch gx-step-swatch-${state}` }), document.createTextNode(text));
-      legend.appendChild(row);
-    }
-  }
   const graphAttributes = viewer.data.graph || {};
   if ("nonfinite" in graphAttributes) {
     legend.appendChild(el("div", { class: "gx-legend-title" }, "non-finite gradient (find_nonfinite)"));

@@ -9,7 +9,7 @@ import { printable } from "./text.js";
 const SPEEDS = [0.5, 1, 2, 5, 10, 30];
 
 /** An edge label's text is cut to this many characters (the panel shows the whole tensor). */
-const EDGE_TEXT = 14;
+const EDGE_TEXT = 12;
 
 /** A tensor record in one line for an edge label: torch's printing squeezed (cut), or its norm. */
 export function shortText(tensor, limit = EDGE_TEXT) {
@@ -79,7 +79,14 @@ export class Stepper {
       if (this.timer !== null) this.play();
     });
     this.label = el("span", { class: "gx-step-label", role: "status" });
-    bar.append(this.scrubber, this.speedBox, this.label);
+    // The legend of the node states sits in the bar, where it covers none of the drawing.
+    const legend = el("span", { class: "gx-step-legend", "aria-label": "Node states" });
+    for (const [state, text] of [["current", "called now"], ["done", "done"], ["waiting", "waiting (inputs arriving)"], ["pending", "not reached"]]) {
+      const row = el("span", { class: "gx-legend-row", "data-legend": `step-${state}` });
+      row.append(el("span", { class: `gx-swatch gx-step-swatch-${state}` }), document.createTextNode(text));
+      legend.appendChild(row);
+    }
+    bar.append(this.scrubber, this.speedBox, this.label, legend);
     return bar;
   }
 
@@ -162,7 +169,7 @@ export class Stepper {
       for (const name of ["done", "waiting", "pending"]) g.classList.toggle(`gx-step-${name}`, state === name);
       g.classList.toggle("gx-step-current", item === current);
       g.classList.toggle("gx-step-ready", state === "waiting" && steps.ready(item, k));
-      if (state === "done" && graph.field(item, "kind") === "leaf") {
+      if (state !== null && graph.field(item, "kind") === "leaf") {
         const grad = steps.leafGrad(item, k);
         if (grad) this.note(g, g.querySelector(".gx-shape"), `.grad ${shortText(grad, 16)}`, "gx-step-grad", true);
       }

@@ -31,6 +31,8 @@ export class Steps {
       this.nodes[k] = v;
       this.runAt[v] = k;
     });
+    /** Leaves whose .grad was set before the replay: node → tensor index. */
+    this.before = new Map((data.before || []).map(([id, tensor]) => [nodeIndex(id), tensor]));
     this.starts = new Map();
     for (const [id, slot, tensor] of data.starts) {
       const v = nodeIndex(id);
@@ -105,10 +107,10 @@ export class Steps {
     return record;
   }
 
-  /** The .grad of leaf v at step k: after its AccumulateGrad step, what the replay left there; before, none. */
+  /** The .grad of leaf v at step k: after its AccumulateGrad step, what the replay left there; before, what it held. */
   leafGrad(v, k) {
     const at = this.runAt[v];
-    if (at < 0 || at > k) return null;
+    if (at < 0 || at > k) return this.before.has(v) ? this.tensor(this.before.get(v)) : null;
     const row = this.data.steps[at];
     return row.length > 3 ? this.tensor(row[3]) : null;
   }
