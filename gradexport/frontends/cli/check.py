@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...tracing.roots import RootError
+from .misbehaving import exit_call_in
 from .running import Failure, call_target, no_graph, on_large_stack, one_line, parsed, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -37,4 +38,6 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         raise no_graph(args.target, error) from error
     except RuntimeError as error:  # backward itself failed (a graph freed already, say)
         raise Failure(f"backward through {location}:{name}() raised {one_line(error)}") from None
+    except SystemExit as error:  # raised by a hook or a custom Function's backward: not check's own status
+        raise Failure(exit_call_in(f"during backward through {location}:{name}()", error)) from error
     return status, [text]

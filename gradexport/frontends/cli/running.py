@@ -27,6 +27,7 @@ from ...api.registry import parse_formats, read_options
 from ...tracing.modules import capture_modules
 from ...tracing.roots import RootError
 from ...tracing.stack import run_with_large_stack
+from .misbehaving import TargetExit, print_lines, watched_call
 
 __all__ = [
     "PROG",
@@ -190,8 +191,7 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
             traceback.print_exception(failure.__cause__, file=sys.stderr)
         print(f"{PROG}: error: {failure}", file=sys.stderr)
         return failure.status
-    for line in lines:
-        print(line)
+    print_lines(lines)
     return status
 
 def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
@@ -209,8 +209,10 @@ def call_target(target: tuple[str, str], bar: Any) -> tuple[Any, Mapping[str, to
         raise Failure(f"importing {location} raised {one_line(error)}") from error
     bar.set_description(f"{PROG}: running {name}()")
     try:
-        with capture_modules():  # so that a returned nn.Module also names the nodes its forward made
+        with watched_call(), capture_modules():  # so that a returned nn.Module also names the nodes its forward made
             result = function()
+    except TargetExit as error:
+        raise Failure(f"{location}:{name}() called {error} instead of returning the roots; nothing was written") from error
     except KeyboardInterrupt as error:
         raise Failure("interrupted", 130) from error
     except SystemExit as error:
