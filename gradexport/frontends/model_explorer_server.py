@@ -233,7 +233,8 @@ def serve_model_explorer(
             the server stops; or the path of a file written by
             `gradexport.formats.model_explorer.write_model_explorer`.
         host: The address to listen on. Keep ``127.0.0.1`` unless you mean
-            to share the server: it reads any file a page asks for.
+            to share the server (it serves only its graphs, and only to requests
+            whose ``Host`` is its own address, but anyone who can reach it can read them).
         port: The port; ``None`` picks a free one.
         open_browser: Open the page in the default browser; otherwise only
             print its address.
