@@ -132,7 +132,7 @@ _WEB_FONT = re.compile(r"@font-face\s*\{[^}]*https?://[^}]*\}|<link[^>]*https?:/
 #: The page may load from its own server only ('unsafe-inline'/'unsafe-eval': the web app's own inline styles and its wasm).
 CONTENT_SECURITY_POLICY = (
     "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; connect-src 'self'; font-src 'self' data:; "
-    "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'self' http://127.0.0.1:* http://localhost:*"
+    "img-src 'self' data: blob:; worker-src 'self' blob:"  # no frame-ancestors: notebooks (Jupyter, VS Code) embed it
 )
 
 
