@@ -45,10 +45,11 @@ def quick():
 '''
 
 
-def start(tmp_path: Path, *arguments: str, **environment: str) -> subprocess.Popen[str]:
+def start(tmp_path: Path, *arguments: str, console_script: bool = False, **environment: str) -> subprocess.Popen[str]:
     (tmp_path / "target.py").write_text(SLOW_BACKWARD, encoding="utf-8")
+    command = [str(Path(sys.executable).with_name("gradexport"))] if console_script else [sys.executable, "-m", "gradexport"]
     return subprocess.Popen(
-        [sys.executable, "-m", "gradexport", *arguments],
+        [*command, *arguments],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -74,8 +75,11 @@ def test_a_signal_during_checks_backward_is_one_line_not_an_abort(tmp_path, sign
     assert "terminate called" not in err
 
 
-def test_ctrl_c_while_torch_imports_is_one_line_and_130(tmp_path):
-    process = start(tmp_path, "target.py:quick", "-f", "json", "-o", "out", PYTHONPROFILEIMPORTTIME="1")
+@pytest.mark.parametrize("console_script", [False, True], ids=["python-m", "console-script"])
+def test_ctrl_c_while_torch_imports_is_one_line_and_130(tmp_path, console_script):
+    if console_script and not Path(sys.executable).with_name("gradexport").exists():
+        pytest.skip("the gradexport console script is not installed (pip install -e .)")
+    process = start(tmp_path, "target.py:quick", "-f", "json", "-o", "out", console_script=console_script, PYTHONPROFILEIMPORTTIME="1")
     # -X importtime writes a line per module imported: wait for torch's first, then interrupt mid-import.
     line = ""
     while "torch" not in line:

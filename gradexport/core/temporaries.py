@@ -41,6 +41,8 @@ from typing import Any
 
 __all__ = ["EXIT_STATUS", "guard_startup", "handled", "lock", "remove_all", "stop", "track", "untrack"]
 
+# Taken now: the command line replaces os._exit while the user's function runs (to catch its calls).
+_exit = os._exit
 # Reentrant: the handler runs on the main thread, which may hold it (a write on the main thread).
 _lock = threading.RLock()
 _tracked: dict[str, bool] = {}  # path -> is a folder
@@ -106,7 +108,7 @@ def stop(signum: int, frame: FrameType | None = None) -> None:
             stream.flush()
     with suppress(OSError):
         os.write(2, f"gradexport: error: {word}\n".encode())
-    os._exit(status)
+    _exit(status)
 
 
 def _install() -> dict[int, Any]:

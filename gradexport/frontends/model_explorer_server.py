@@ -132,7 +132,7 @@ _WEB_FONT = re.compile(r"@font-face\s*\{[^}]*https?://[^}]*\}|<link[^>]*https?:/
 #: The page may load from its own server only ('unsafe-inline'/'unsafe-eval': the web app's own inline styles and its wasm).
 CONTENT_SECURITY_POLICY = (
     "default-src 'self' 'unsafe-inline' 'unsafe-eval' data: blob:; connect-src 'self'; font-src 'self' data:; "
-    "img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'self' http://127.0.0.1:* http://localhost:*"
+    "img-src 'self' data: blob:; worker-src 'self' blob:"  # no frame-ancestors: notebooks (Jupyter, VS Code) embed it
 )
 
 
@@ -233,7 +233,8 @@ def serve_model_explorer(
             the server stops; or the path of a file written by
             `gradexport.formats.model_explorer.write_model_explorer`.
         host: The address to listen on. Keep ``127.0.0.1`` unless you mean
-            to share the server: it reads any file a page asks for.
+            to share the server (it serves only its graphs, and only to requests
+            whose ``Host`` is its own address, but anyone who can reach it can read them).
         port: The port; ``None`` picks a free one.
         open_browser: Open the page in the default browser; otherwise only
             print its address.

@@ -8,6 +8,7 @@ from typing import Any
 
 from ...core.errors import InPlaceError
 from ...tracing.roots import RootError
+from .misbehaving import exit_call_in
 from .running import Failure, add_traceback, call_target, no_graph, on_large_stack, one_line, parsed, subparser, where
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -51,6 +52,8 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         raise Failure(str(error)) from error
     except RuntimeError as error:  # backward itself failed (a graph freed already, a custom backward raised)
         raise Failure(f"backward through {location}:{name}() raised {one_line(error)}{where(error)}") from error
+    except SystemExit as error:  # raised by a hook or a custom Function's backward: not check's own status
+        raise Failure(exit_call_in(f"during backward through {location}:{name}()", error)) from error
     return status, [text]
 
 

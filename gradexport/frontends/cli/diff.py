@@ -9,6 +9,7 @@ from typing import Any
 
 from ...api.export import write
 from ...tracing.roots import RootError
+from .misbehaving import output_place
 from .running import Failure, call_target, flat, no_graph, on_large_stack, one_line, parse_format_list, parse_target, parsed, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -60,16 +61,17 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     from ...analysis.diff import describe_diff, differs
     from ...api.diff import diff
 
+    place = output_place(args.output)  # before a target runs: an os.chdir in it moves nothing
     first, second = _diff_graph(args.a, bar), _diff_graph(args.b, bar)
     graph = diff(first, second)
     status = int(differs(graph))
     lines: list[str] = [describe_diff(graph)]
     if args.formats:
         try:
-            paths = write(graph, args.output, args.formats, stem="diff")
+            paths = write(graph, place.absolute, args.formats, stem="diff")
         except (OSError, RuntimeError, ValueError) as error:
             raise Failure(one_line(error)) from None
-        lines.extend(str(path) for path in paths.values())
+        lines.extend(place.shown(path) for path in paths.values())
     if args.model_explorer:
         from ..model_explorer_server import serve_model_explorer_diff
 

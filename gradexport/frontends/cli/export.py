@@ -10,6 +10,7 @@ from ...api.export import write
 from ...api.registry import DEFAULT_FORMATS, FORMATS
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
+from .misbehaving import output_place
 from .running import (
     PROG,
     Failure,
@@ -85,7 +86,7 @@ def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     try:
         paths = write(
             roots,
-            args.output,
+            args.place.absolute,
             args.formats,
             stem=args.stem or name.rpartition(".")[2],
             progress=bar,
@@ -97,7 +98,7 @@ def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         raise no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError) as error:
         raise Failure(one_line(error)) from error
-    return 0, [] if args.quiet else [str(path) for path in paths.values()]
+    return 0, [] if args.quiet else [args.place.shown(path) for path in paths.values()]
 
 
 def main(argv: Sequence[str], commands: str = "") -> int:
@@ -110,4 +111,5 @@ def main(argv: Sequence[str], commands: str = "") -> int:
     args.options = ExportOptions.given_arguments(args)
     if refuse_options(args.options, args.formats, PROG):
         return 2
+    args.place = output_place(args.output)  # before the function runs: an os.chdir in it moves nothing
     return on_large_stack(lambda bar: _export(args, bar), args, 1 + len(args.formats))

@@ -31,6 +31,7 @@ from ...tracing.lines import capture_source
 from ...tracing.modules import capture_modules
 from ...tracing.roots import RootError
 from ...tracing.stack import run_with_large_stack
+from .misbehaving import TargetExit, print_lines, watched_call
 
 __all__ = [
     "PROG",
@@ -208,8 +209,7 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
             traceback.print_exception(failure.__cause__, file=sys.stderr)
         print(f"{PROG}: error: {failure}", file=sys.stderr)
         return failure.status
-    for line in lines:
-        print(line)
+    print_lines(lines)
     return status
 
 def _warning_text(warning: warnings.WarningMessage, user_frame: traceback.FrameSummary | None) -> str:
@@ -285,8 +285,10 @@ def call_target(
         raise Failure(f"importing {location} raised {one_line(error)}{where(error)}") from error
     bar.set_description(f"{PROG}: running {name}()")
     try:
-        with capture_modules(), (capture_source() if lines else nullcontext()):  # a returned nn.Module names the nodes
+        with watched_call(), capture_modules(), (capture_source() if lines else nullcontext()):  # a returned nn.Module names the nodes
             result = function()
+    except TargetExit as error:
+        raise Failure(f"{location}:{name}() called {error} instead of returning the roots; nothing was written") from error
     except KeyboardInterrupt as error:
         raise Failure("interrupted", 130) from error
     except SystemExit as error:

@@ -11,6 +11,7 @@ from typing import Any
 from ...api.export import prepare, write
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
+from .misbehaving import output_place
 from .running import PROG, Failure, add_traceback, call_target, no_graph, on_large_stack, one_line, parsed, refuse_options, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -46,8 +47,9 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     import webbrowser
 
     name = args.target[1]
-    roots, params, module = call_target(args.target, bar)
     stem = name.rpartition(".")[2]
+    page = output_place(args.output or f"{stem}.html")  # before the function runs: an os.chdir in it moves nothing
+    roots, params, module = call_target(args.target, bar)
     try:
         if args.model_explorer:
             from ..model_explorer_server import serve_model_explorer
@@ -58,8 +60,9 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             bar.close()
             serve_model_explorer(source.whole("view"), open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
             return 0, []
-        page = Path(args.output) if args.output else Path(f"{stem}.html")
-        paths = write(roots, page.parent, "html", stem=page.name.removesuffix(".html"), params=params, module=module, **args.options)
+        paths = write(
+            roots, page.absolute.parent, "html", stem=page.absolute.name.removesuffix(".html"), params=params, module=module, **args.options
+        )
     except RootError as error:
         raise no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
@@ -67,7 +70,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     address = paths["html"].resolve().as_uri()
     if not args.no_open:
         webbrowser.open(address)
-    return 0, [str(paths["html"]) if args.no_open else f"opened {address}"]
+    return 0, [page.shown(paths["html"]) if args.no_open else f"opened {address}"]
 
 
 def _view_watch(argv: Sequence[str]) -> int:

@@ -16,8 +16,10 @@ import io
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -67,9 +69,10 @@ def run_blocks(
     for number, block in enumerate(blocks):
         if on_block is not None:
             on_block(number)
-        output = _CappedOutput(max_output)
+        output, errors = _CappedOutput(max_output), _CappedOutput(max_output)
+        log = sys.stderr
         try:
-            with contextlib.redirect_stdout(output), warnings.catch_warnings(record=True) as caught:
+            with contextlib.redirect_stdout(output), contextlib.redirect_stderr(errors), warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")
                 value = _execute(block, path, namespace)
                 if block.options.graph is not None:
@@ -78,15 +81,26 @@ def run_blocks(
             if "diagram" in block.options.show and value is not None:
                 diagrams = _render(value, block.options)
         except (Exception, SystemExit) as error:  # noqa: BLE001 - sys.exit() in an example is a failure too, not the build's exit
+            _pass_on(errors, log)
             raise ExampleError(
                 f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
                 + _format_traceback(error, path)
             ) from None
+        _pass_on(errors, log)
         warned = tuple(f"{warning.category.__name__}: {warning.message}" for warning in caught)
         # A traceback printed by the block names the page by its place in the docs, not on the build machine.
         printed = _ADDRESS.sub(" at 0x…", output.text()).replace(path, shown_as)
         results.append(BlockResult(printed, diagrams, warned))
     return results
+
+def _pass_on(errors: _CappedOutput, log: Any) -> None:
+    """What a block wrote to ``sys.stderr`` (capped like its output), on to the build's log."""
+    text = errors.text() if errors.written else ""
+    if text:
+        with contextlib.suppress(OSError, ValueError):
+            log.write(text)
+            log.flush()
+
 
 class _CappedOutput(io.StringIO):
     """Keeps the first ``limit`` characters written (all when ``limit`` is 0) and counts the rest."""
@@ -195,9 +209,11 @@ class BlockRunner:
                 return payload
 
     def close(self) -> None:
-        """End the child process, if there is one."""
+        """End the child process and every process it started (its process group: Graphviz's ``dot``, a block's own), if there is one."""
         if self._child is not None:
             self._connection.close()
+            with contextlib.suppress(OSError):
+                os.killpg(self._child.pid, signal.SIGKILL)  # the child leads its own group (_serve_pages)
             self._child.kill()
             self._child.join()
             self._child = self._connection = None
@@ -208,8 +224,66 @@ class BlockRunner:
     def __exit__(self, *exception: object) -> None:
         self.close()
 
+#: How often the child checks that the build still runs (seconds).
+_PARENT_CHECK_S = 0.2
+
+
+def _watch_parent(parent: int) -> None:
+    """In the child: once the build process is gone (killed, even with SIGKILL), kill the child's whole process group.
+
+    A thread polling ``getppid`` (the child is re-parented when the build
+    dies) rather than ``PR_SET_PDEATHSIG``, which fires when the *thread* that
+    forked ends (``mkdocs serve`` builds on passing threads) and is Linux only.
+    """
+    while os.getppid() == parent:
+        time.sleep(_PARENT_CHECK_S)
+    with contextlib.suppress(OSError):
+        os.killpg(0, signal.SIGKILL)
+    os._exit(1)
+
+
+class _CappedDescriptors:
+    """In the child: file descriptors 1 and 2 (``os.write(1, ...)``, a C library's output, ``dot``'s messages) drained
+    through a pipe into the build's standard error, at most ``limit`` bytes per block (0: all) with a note for the rest."""
+
+    def __init__(self, limit: int):
+        self.limit, self.passed, self.dropped = limit, 0, 0
+        self.lock = threading.Lock()
+        self.log = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        threading.Thread(target=self._drain, args=(read_end,), daemon=True).start()
+
+    def _drain(self, read_end: int) -> None:
+        while chunk := os.read(read_end, 1 << 16):
+            with self.lock:
+                room = len(chunk) if not self.limit else max(0, self.limit - self.passed)
+                if room:
+                    os.write(self.log, chunk[:room])
+                self.passed += min(room, len(chunk))
+                self.dropped += len(chunk) - min(room, len(chunk))
+
+    def next_block(self, limit: int) -> None:
+        """Start counting again for the next block; say how much the last one lost."""
+        with self.lock:
+            if self.dropped:
+                os.write(self.log, f"\n[gradexport: a block wrote {self.dropped:,} more bytes to file descriptor 1 or 2; cut (plugin option max_output)]\n".encode())
+            self.limit, self.passed, self.dropped = limit, 0, 0
+
+
 def _serve_pages(connection: Any) -> None:
-    """The forked child: run each page sent, send back its results, and leave without tearing anything down."""
+    """The forked child: run each page sent, send back its results, and leave without tearing anything down.
+
+    It leads its own process group, so that `BlockRunner.close` (after a
+    timeout) and the parent watch (`_watch_parent`, when the build is
+    killed) end every process a block started, ``dot`` included.
+    """
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    descriptors = _CappedDescriptors(0)
     stack = importlib.import_module("gradexport.tracing.stack").run_with_large_stack
     try:
         while True:
@@ -219,9 +293,13 @@ def _serve_pages(connection: Any) -> None:
                 break
             try:
                 os.chdir(folder)
-                results = stack(
-                    run_blocks, blocks, path, shown_as, max_output=max_output, on_block=lambda i: connection.send(("block", i))
-                )
+
+                def on_block(number: int, limit: int = max_output) -> None:
+                    descriptors.next_block(limit)
+                    connection.send(("block", number))
+
+                results = stack(run_blocks, blocks, path, shown_as, max_output=max_output, on_block=on_block)
+                descriptors.next_block(max_output)
                 connection.send(("done", results))
             except ExampleError as error:
                 connection.send(("error", str(error)))
