@@ -459,3 +459,26 @@ def test_the_page_scrolls_past_an_embedded_viewer(built_site, site_url, browser)
     page.wait_for_timeout(400)
     assert frame.evaluate(transform) != before and page.evaluate("window.scrollY") == top
     page.close()
+
+
+def test_copy_button_covers_no_code(built_site, site_url, browser):
+    """Unscrolled, no line of any code block lies under its copy button (the first line of a long block included)."""
+    page = browser.new_page()
+    page.goto(site_url + "concepts/edges/", wait_until="load")
+    covered = page.evaluate("""() => [...document.querySelectorAll('.md-typeset pre')].flatMap(pre => {
+      const code = pre.querySelector(':scope > code');
+      if (!code) return [];
+      let nav = pre.querySelector('.md-code__nav');
+      if (!nav) {
+        nav = Object.assign(document.createElement('nav'), {className: 'md-code__nav'});
+        nav.append(Object.assign(document.createElement('button'), {className: 'md-code__button'}));
+        code.before(nav);
+      }
+      const button = nav.getBoundingClientRect();
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      return [...range.getClientRects()].filter(r => r.width > 0 && r.left < button.right && r.right > button.left
+        && r.top < button.bottom && r.bottom > button.top).map(() => code.textContent.slice(0, 40));
+    })""")
+    page.close()
+    assert not covered, covered
