@@ -389,3 +389,137 @@ def test_search_suggests_and_highlights(built_site):
     text = (built_site.directory / "index.html").read_text(encoding="utf-8")
     config = json.loads(re.search(r'<script id="__config" type="application/json">(.*?)</script>', text, re.S)[1])
     assert {"search.suggest", "search.highlight"} <= set(config["features"])
+
+
+def _viewer_frame(page: Any) -> Any:
+    """The first embedded viewer's frame, once its script API is up and its first drawing is done."""
+    page.wait_for_selector(".gradexport-viewer iframe")
+    deadline = time.monotonic() + RENDER_TIMEOUT_S
+    while time.monotonic() < deadline:
+        for frame in page.frames[1:]:
+            try:
+                if frame.evaluate("Boolean(window.gradexportViewer)"):
+                    frame.evaluate("window.gradexportViewer.ready")
+                    return frame
+            except Exception:  # noqa: BLE001 - a frame still loading
+                pass
+        page.wait_for_timeout(100)
+    raise AssertionError("no embedded viewer started")
+
+
+def test_embedded_viewer_follows_the_site_theme(built_site, site_url, browser):
+    """On every load the viewer takes the page's scheme (light or slate), and follows the toggle."""
+    for palette, expected in [(None, "light"), (DARK_PALETTE, "dark")] * 3:
+        page, cdp = _open_page(browser, site_url + "gallery/mlp/", palette)
+        frame = _viewer_frame(page)
+        theme = "document.getElementById('gradexport-viewer').dataset.theme"
+        frame.wait_for_function(f"{theme} === {json.dumps(expected)}", timeout=5000)
+        page.locator("form[data-md-component=palette] label:visible").first.click()
+        flipped = "dark" if expected == "light" else "light"
+        frame.wait_for_function(f"{theme} === {json.dumps(flipped)}", timeout=5000)
+        cdp.detach()
+        page.close()
+
+
+def test_clicking_a_folded_group_in_a_page_updates_the_panel(built_site, site_url, browser):
+    """A real click on a folded group of the large model's viewer: no error in the frame, the panel and breadcrumbs follow."""
+    page = browser.new_page()
+    page.goto(site_url + "gallery/large-model/", wait_until="load")
+    frame = _viewer_frame(page)
+    frame.evaluate("window.__errors = []; window.addEventListener('error', (e) => window.__errors.push(String(e.message)))")
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.locator(".gradexport-viewer iframe").first.scroll_into_view_if_needed()
+    # Fit the whole drawing into the canvas (key f), so that the folded groups lie on it.
+    frame.locator("#gradexport-viewer").press("f")
+    page.wait_for_timeout(300)
+    # A folded group whose middle lies on the canvas, in the frame's coordinates.
+    label, x, y = frame.evaluate("""() => {
+      const stage = document.querySelector('.gx-canvas').getBoundingClientRect();
+      for (const g of document.querySelectorAll('.gx-node.gx-fold, .gx-node.gx-module')) {
+        const r = g.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+        if (x > stage.left + 5 && x < stage.right - 5 && y > stage.top + 5 && y < stage.bottom - 5) return [g.dataset.id, x, y];
+      }
+      return [null, 0, 0];
+    }""")
+    assert label, "no folded group on the canvas"
+    panel_before = frame.evaluate("document.querySelector('.gx-panel').textContent")
+    box = page.locator(".gradexport-viewer iframe").first.bounding_box()
+    page.mouse.click(box["x"] + x, box["y"] + y)
+    page.wait_for_timeout(1500)  # the group is laid out open, then selected
+    assert frame.evaluate("window.__errors") == [] and errors == []
+    panel = frame.evaluate("document.querySelector('.gx-panel').textContent")
+    crumbs = frame.evaluate("document.querySelector('.gx-crumbs').textContent")
+    assert panel != panel_before and label.split(":")[-1] in panel + crumbs, (label, panel[:200], crumbs)
+    page.close()
+
+
+#: Text of the viewer that does not fit its box: cut (scrollWidth beyond the box) or out of the frame.
+_OVERFLOWING = """() => [...document.querySelectorAll('.gx-bar *, .gx-crumbs *, .gx-panel *, .gx-legend *, .gx-status')]
+  .filter(e => e.childNodes.length && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))
+  .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > innerWidth + 1 || e.getBoundingClientRect().left < -1)
+  .map(e => `${e.className || e.localName}: ${e.textContent.slice(0, 30)}`)"""
+
+
+def test_embedded_viewer_fits_a_phone(built_site, site_url, browser):
+    """At 390 px wide no text of the viewer is cut off or runs out of its frame; the legend leaves the drawing room."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(site_url + "gallery/large-model/", wait_until="load")
+    frame = _viewer_frame(page)
+    frame.evaluate("window.gradexportViewer.select(window.gradexportViewer.visible()[1])")
+    frame.evaluate("window.gradexportViewer.ready")
+    assert frame.evaluate(_OVERFLOWING) == []
+    stage, legend = frame.evaluate("['.gx-stage', '.gx-legend'].map(s => document.querySelector(s).getBoundingClientRect().toJSON())")
+    assert legend["height"] * legend["width"] < 0.25 * stage["height"] * stage["width"], (legend, stage)
+    page.close()
+
+
+def test_the_page_scrolls_past_an_embedded_viewer(built_site, site_url, browser):
+    """The wheel over an embedded viewer scrolls the page; with Ctrl it zooms the viewer instead."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1200, "height": 800})
+    page.goto(site_url + "gallery/mlp/", wait_until="load")
+    frame = _viewer_frame(page)
+    box = page.locator(".gradexport-viewer iframe").first.bounding_box()
+    page.evaluate(f"window.scrollTo(0, {box['y'] - 100})")
+    page.wait_for_timeout(200)
+    box = page.locator(".gradexport-viewer iframe").first.bounding_box()
+    transform = "document.querySelector('.gx-viewport').getAttribute('transform')"
+    before, top = frame.evaluate(transform), page.evaluate("window.scrollY")
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 300)
+    page.wait_for_timeout(400)
+    assert page.evaluate("window.scrollY") > top and frame.evaluate(transform) == before
+    top = page.evaluate("window.scrollY")
+    box = page.locator(".gradexport-viewer iframe").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.keyboard.up("Control")
+    page.wait_for_timeout(400)
+    assert frame.evaluate(transform) != before and page.evaluate("window.scrollY") == top
+    page.close()
+
+
+def test_copy_button_covers_no_code(built_site, site_url, browser):
+    """Unscrolled, no line of any code block lies under its copy button (the first line of a long block included)."""
+    page = browser.new_page()
+    page.goto(site_url + "concepts/edges/", wait_until="load")
+    covered = page.evaluate("""() => [...document.querySelectorAll('.md-typeset pre')].flatMap(pre => {
+      const code = pre.querySelector(':scope > code');
+      if (!code) return [];
+      let nav = pre.querySelector('.md-code__nav');
+      if (!nav) {
+        nav = Object.assign(document.createElement('nav'), {className: 'md-code__nav'});
+        nav.append(Object.assign(document.createElement('button'), {className: 'md-code__button'}));
+        code.before(nav);
+      }
+      const button = nav.getBoundingClientRect();
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      return [...range.getClientRects()].filter(r => r.width > 0 && r.left < button.right && r.right > button.left
+        && r.top < button.bottom && r.bottom > button.top).map(() => code.textContent.slice(0, 40));
+    })""")
+    page.close()
+    assert not covered, covered

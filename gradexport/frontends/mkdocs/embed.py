@@ -83,6 +83,21 @@ def fenced(text: str, info: str) -> str:
 #: large graph's text shrinks until it cannot be read; the container scrolls instead.
 _MERMAID_FRONT_MATTER = "---\nconfig:\n  flowchart:\n    useMaxWidth: false\n---\n"
 
+#: Tells the viewer in the iframe just before it the page's theme: Material sets
+#: ``data-md-color-scheme`` on ``<body>`` (``slate`` is dark) on load and on every toggle.
+#: The viewer asks once it listens (``gradexportReady``); the frame's ``load`` and a
+#: MutationObserver cover the rest. The sandbox lets nothing else through.
+_FOLLOW_THEME = (
+    "<script>(function (frame) {"
+    "var send = function () { var scheme = document.body.getAttribute('data-md-color-scheme');"
+    " if (scheme && frame.contentWindow) frame.contentWindow.postMessage({gradexportTheme: scheme === 'slate' ? 'dark' : 'light'}, '*'); };"
+    " frame.addEventListener('load', send);"
+    " window.addEventListener('message', function (event) { if (event.source === frame.contentWindow && event.data && event.data.gradexportReady) send(); });"
+    " new MutationObserver(send).observe(document.body, {attributes: true, attributeFilter: ['data-md-color-scheme']});"
+    "})(document.currentScript.previousElementSibling);</script>"
+)
+
+
 def diagram_html(name: str, text: str) -> str:
     # data-search-exclude keeps the diagram's text (Mermaid source, SVG labels, the
     # viewer's data) out of Material's search index: it matches the prose, not node ids.
@@ -93,7 +108,7 @@ def diagram_html(name: str, text: str) -> str:
     if name == "html":
         # The viewer, isolated in an iframe (its own document, scripts and styles) at a readable height.
         frame = importlib.import_module("gradexport.formats.html").notebook_iframe(text, height=560)
-        return f'<div class="gradexport-diagram gradexport-viewer" data-search-exclude>{frame}</div>'
+        return f'<div class="gradexport-diagram gradexport-viewer" data-search-exclude>{frame}{_FOLLOW_THEME}</div>'
     if name in ("dot", "json"):  # text: shown as code, highlighted as its language
         language = "json" if name == "json" else "dot"
         source = html.escape(text.rstrip())

@@ -37,9 +37,16 @@ export class Camera {
     window.addEventListener("pointerup", () => {
       setTimeout(() => (this.drag = null), 0);
     });
+    // Embedded in a page, the wheel scrolls the page past the viewer; it zooms with Ctrl (or ⌘),
+    // or once the reader has clicked into the drawing, until the pointer leaves it.
+    const embedded = window.parent !== window;
+    this.engaged = !embedded;
+    this.svg.addEventListener("pointerdown", () => (this.engaged = true));
+    this.svg.addEventListener("pointerleave", () => (this.engaged = !embedded));
     this.svg.addEventListener(
       "wheel",
       (event) => {
+        if (!this.engaged && !event.ctrlKey && !event.metaKey) return;
         event.preventDefault();
         const box = this.svg.getBoundingClientRect();
         this.zoom(Math.exp(-event.deltaY * 0.0015), event.clientX - box.left, event.clientY - box.top);

@@ -9,7 +9,18 @@ function start() {
   if (!source || !host) return;
   const viewer = new Viewer(host, JSON.parse(source.textContent));
   window.gradexportViewer = scriptApi(viewer);
-  host.focus({ preventScroll: true });
+  if (window.parent === window) host.focus({ preventScroll: true });
+  else followParentTheme();
+}
+
+/** Embedded in a page (the MkDocs plugin's iframe): take the page's theme on load and on every change.
+ * The page's script posts {gradexportTheme: "light" | "dark"}; the viewer says when it can listen. */
+function followParentTheme() {
+  window.addEventListener("message", (event) => {
+    const theme = event.source === window.parent && event.data ? event.data.gradexportTheme : undefined;
+    if (theme === "light" || theme === "dark") window.gradexportViewer.theme(theme);
+  });
+  window.parent.postMessage({ gradexportReady: true }, "*");
 }
 
 start();
