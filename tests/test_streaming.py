@@ -148,10 +148,16 @@ class Records(list):
         self.graph_attributes: dict[str, object] = {}
 
 
-def test_gradient_colours_need_the_whole_graph() -> None:
-    records = Records([("n0", {"kind": "backward", "op": "MulBackward0"}, {"n1": {0: {"next_index": 0, "input_nr": 0, "grad": {"norm": 2.0}}}})])
-    with pytest.raises(TypeError, match="needs the whole graph"):
-        dot.to_dot(records)
+def test_gradient_colours_of_a_stream_are_those_of_the_whole_graph() -> None:
+    # The colour scale is fixed (decades of the norm), so a stream needs no pass over the graph first.
+    edge = {"next_index": 0, "input_nr": 0, "grad": {"norm": 2.0}}
+    records = Records([("n0", {"kind": "backward", "op": "MulBackward0"}, {"n1": {0: edge}}), ("n1", {"kind": "leaf", "names": ["w"]}, {})])
+    graph = nx.MultiDiGraph()
+    graph.add_node("n0", kind="backward", op="MulBackward0")
+    graph.add_node("n1", kind="leaf", names=["w"])
+    graph.add_edge("n0", "n1", key=0, **edge)
+    assert dot.to_dot(records) == dot.to_dot(graph)
+    assert "‖g‖ 2" in dot.to_dot(records)
     assert '"0→0"' in dot.to_dot(records, DiagramOptions(grad_norms=False))
 
 

@@ -41,6 +41,18 @@ def compare_ranks(graph: nx.MultiDiGraph, group: dist.ProcessGroup | None = None
 
     Returns:
         ``{rank: diff(rank 0's graph, rank's graph)}`` for the ranks that differ.
+
+    Examples:
+        A process group of one rank has no other graph to differ from:
+
+        >>> import os, tempfile, torch, gradexport
+        >>> import torch.distributed as dist
+        >>> store = os.path.join(tempfile.mkdtemp(), "store")
+        >>> dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> gradexport.compare_ranks(gradexport.to_networkx((x * 2).sum()))
+        {}
+        >>> dist.destroy_process_group()
     """
     if not (dist.is_available() and dist.is_initialized()):
         return {}

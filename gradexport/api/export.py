@@ -375,6 +375,16 @@ def watch_node_data(history: WatchHistory, metric: str = "norm", *, steps: Itera
     (``metric``: ``norm``, ``log10_norm``, ``non_finite``), for the graph that
     ``to_model_explorer(history.graph())`` writes. Returns ``{step: ModelNodeData}``;
     ``.save_to_file(path)`` writes a file Model Explorer's "node data" button loads.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+        >>> with gradexport.watch(model) as w:
+        ...     for _ in range(2):
+        ...         model(torch.ones(4, 3)).sum().backward()
+        ...         w.step()
+        >>> sorted(gradexport.watch_node_data(w.history))
+        [0, 1]
     """
     from ..formats.model_explorer.node_data import gradient_node_data
 
