@@ -101,7 +101,7 @@ from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, succes
 from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
-from .saved import StorageKey, saved_storages, summarize_saved
+from .saved import StorageKey, saved_storages, summarize_and_count
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
@@ -484,15 +484,18 @@ class GraphStream:
                 attributes["module"] = name
                 self.module_node_count += 1
         if self.saved:
-            attributes["saved"] = summarize_saved(node)
-            self.count_saved_bytes(node, attributes)
+            attributes["saved"], storages = summarize_and_count(node)
+            self.count_saved_bytes(node, attributes, storages)
         self.queue.append((node_id, next_functions, attributes, {}))
         return node_id
 
-    def count_saved_bytes(self, node: Node, attributes: dict[str, Any]) -> None:
-        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest."""
+    def count_saved_bytes(self, node: Node, attributes: dict[str, Any], storages: dict[StorageKey, int] | None = None) -> None:
+        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest.
+
+        ``storages``: `saved_storages` of ``node``, where the caller has them already.
+        """
         fresh = shared = 0
-        for key, nbytes in saved_storages(node).items():
+        for key, nbytes in (saved_storages(node) if storages is None else storages).items():
             if key in self.saved_storages:
                 shared += nbytes
             else:
