@@ -58,6 +58,7 @@ import networkx as nx
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
 from ..core.source import KeyedEdges, node_data, predecessors, successors
+from ..tracing.graph import gc_paused
 
 __all__ = ["DIFF_STATES", "describe_diff", "diff_graphs", "differs"]
 
@@ -82,7 +83,8 @@ def diff_graphs(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> nx.MultiD
     for which, graph in (("a", graph_a), ("b", graph_b)):
         if not isinstance(graph, nx.MultiDiGraph):
             raise ArgumentTypeError(f"diff: {which} is a {type(graph).__name__}; gradexport graphs are MultiDiGraphs")
-    return _merge(graph_a, graph_b, _match(graph_a, graph_b))
+    with gc_paused():  # the collector rescanning the growing dicts: measured 1.6 to 2 times the time at 10^5+
+        return _merge(graph_a, graph_b, _match(graph_a, graph_b))
 
 
 def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> str:
