@@ -322,6 +322,7 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         f"Measured {meta['date']} on {meta['machine']} (`{meta['command']}`): minimum CPU time of up to "
         f"{meta['repeats']} interleaved runs; ratio = gradexport / floor (for `to_dot`: torchviz / gradexport, times faster).",
+        *[f"Remeasured {update['date']}: `{update['command']}`." for update in meta.get("updates", [])],
         "",
         "| task | floor or peer | graph | nodes | gradexport (s) | floor (s) | ratio | target | met |",
         "|---|---|---|---:|---:|---:|---:|---:|---|",
@@ -384,6 +385,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--budget", type=float, default=60.0, help="seconds per row and size after which it is not repeated")
     parser.add_argument("--docs", action="store_true", help="fill docs/performance.md's floors block and plot")
+    parser.add_argument("--update", action="store_true", help="replace only the measured rows, graphs and sizes in the existing results")
     args = parser.parse_args(argv)
     sizes = [int(float(item)) for item in (args.sizes or ("1e3,1e4" if args.quick else "1e3,1e4,1e5,1e6")).split(",")]
     chosen = [row for row in ROWS if args.rows == "all" or row.name in args.rows.split(",")]
@@ -399,6 +401,12 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": round(time.perf_counter() - started, 1)}
     stem = "floors-quick" if args.quick else "floors"
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if args.update and (RESULTS / f"{stem}.json").exists():
+        previous = json.loads((RESULTS / f"{stem}.json").read_text())
+        fresh = {(found["row"], found["generator"], found["size"]): found for found in results}
+        results = [fresh.pop((found["row"], found["generator"], found["size"]), found) for found in previous["results"]]
+        results += list(fresh.values())
+        meta = {**previous["meta"], "updates": [*previous["meta"].get("updates", []), meta]}
     (RESULTS / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     block = markdown(results, meta)
     (RESULTS / f"{stem}.md").write_text("# gradexport against its floors\n\n" + block)

@@ -62,6 +62,7 @@ from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
 from ..core.reports import html_block, html_table
 from ..core.source import KeyedEdges, node_data, predecessors, successors
+from ..tracing.graph import gc_paused
 
 __all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
 
@@ -86,7 +87,8 @@ def diff_graphs(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph) -> nx.MultiD
     for which, graph in (("a", graph_a), ("b", graph_b)):
         if not isinstance(graph, nx.MultiDiGraph):
             raise ArgumentTypeError(f"diff: {which} is a {type(graph).__name__}; gradexport graphs are MultiDiGraphs")
-    return _merge(graph_a, graph_b, _match(graph_a, graph_b))
+    with gc_paused():  # the collector rescanning the growing dicts: measured 1.6 to 2 times the time at 10^5+
+        return _merge(graph_a, graph_b, _match(graph_a, graph_b))
 
 
 class DiffSummary(str):

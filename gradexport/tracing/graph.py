@@ -114,7 +114,7 @@ from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
 from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
-from .saved import StorageKey, saved_storages, storage_key, summarize_saved
+from .saved import StorageKey, saved_storages, storage_key, summarize_and_count
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
@@ -535,16 +535,19 @@ class GraphStream:
                     if "source_stack" in attributes:  # the cached list is not the node's own
                         attributes["source_stack"] = list(attributes["source_stack"])
         if self.saved:
-            attributes["saved"] = summarize_saved(node)
-            self.count_saved_bytes(node, attributes)
+            attributes["saved"], storages = summarize_and_count(node)
+            self.count_saved_bytes(node, attributes, storages)
         self.queue.append((node_id, next_functions, attributes, {}))
         return node_id
 
-    def count_saved_bytes(self, node: Node, attributes: dict[str, Any]) -> None:
-        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest."""
+    def count_saved_bytes(self, node: Node, attributes: dict[str, Any], storages: dict[StorageKey, int] | None = None) -> None:
+        """``saved_bytes``: storages first held by this node (in id order); ``saved_bytes_shared``: the rest.
+
+        ``storages``: `saved_storages` of ``node``, where the caller has them already.
+        """
         fresh = shared = 0
         held = self.saved_by_node[self.ids[node]] = []
-        for key, nbytes in saved_storages(node).items():
+        for key, nbytes in (saved_storages(node) if storages is None else storages).items():
             first = key not in self.saved_storages
             if first:
                 self.saved_storages.add(key)

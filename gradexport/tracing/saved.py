@@ -15,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -31,7 +32,7 @@ from ._torch import (
 from .tensors import tensor_meta, type_name
 
 # signed, tensor_meta and type_name have lived here since the first release; they stay importable.
-__all__ = ["StorageKey", "saved_storages", "signed", "storage_key", "summarize_saved", "tensor_meta", "type_name"]
+__all__ = ["StorageKey", "saved_storages", "signed", "storage_key", "summarize_and_count", "summarize_saved", "tensor_meta", "type_name"]
 
 
 def summarize_saved(node: Node) -> dict[str, Any]:
@@ -59,6 +60,47 @@ def summarize_saved(node: Node) -> dict[str, Any]:
     return summary
 
 
+def summarize_and_count(node: Node) -> tuple[dict[str, Any], dict[StorageKey, int]]:
+    """`summarize_saved` and `saved_storages` of ``node`` at once, reading each saved value once.
+
+    Each read of ``_saved_<name>`` makes a new Python tensor: reading once
+    instead of twice (and the packed value once instead of twice) was a
+    third of tracing with ``saved=True``.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(4, requires_grad=True)
+        >>> summary, storages = summarize_and_count((x * x).grad_fn)
+        >>> summary == summarize_saved((x * x).grad_fn), list(storages.values())
+        (True, [16])
+    """
+    summary: dict[str, Any] = {}
+    found: dict[StorageKey, int] = {}
+    readers: list[tuple[str, Any]] = [(name, partial(read_saved, node, name)) for name in saved_names(type(node))]
+    custom = isinstance(node, torch.autograd.function.BackwardCFunction)
+    if isinstance(node, torch.autograd.function.BackwardCFunction):
+        function_node = node
+        readers.append(("tensors", lambda: function_node.saved_tensors))  # ctx.save_for_backward's tensors
+    for name, read in readers:
+        key = "saved_tensors" if custom and name == "tensors" else name
+        if _hooked(raw_saved(node, name)):
+            summary[key] = {"unavailable": "hooked"}
+            continue
+        try:
+            value = read()
+        except RuntimeError as error:
+            summary[key] = _failure(error)
+            continue
+        try:
+            summary[key] = [_value(item) for item in value] if key == "saved_tensors" else _value(value)
+        except RuntimeError as error:
+            summary[key] = _failure(error)
+        for tensor in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(tensor, torch.Tensor):
+                _add_storage(found, tensor)
+    return summary, found
+
+
 def _read(node: Node, name: str) -> Any:
     if _hooked(raw_saved(node, name)):
         return {"unavailable": "hooked"}
@@ -74,10 +116,14 @@ def _guarded(read: Any) -> Any:
     try:
         return read()
     except RuntimeError as error:
-        failure = saved_read_failure(error)
-        if failure is not None:
-            return {"unavailable": failure}
-        return {"unavailable": "error", "message": str(error).splitlines()[0]}
+        return _failure(error)
+
+
+def _failure(error: RuntimeError) -> dict[str, str]:
+    failure = saved_read_failure(error)
+    if failure is not None:
+        return {"unavailable": failure}
+    return {"unavailable": "error", "message": str(error).splitlines()[0]}
 
 
 def _value(value: Any) -> Any:
