@@ -5,27 +5,14 @@
 import { refresh } from "./draw.js";
 import { el } from "./dom.js";
 
-/** Fix viewer.scale on the norms of every step; the scrubber's state, or null without a history. */
+/**
+ * The scrubber's state, or null without a history. The colours need no fitting to the history: the
+ * gradient scale is fixed in decades of the norm (GradScale), so every step and every page share it.
+ */
 export function watchState(viewer) {
   const steps = viewer.data.graph.watch_steps;
   if (!Array.isArray(steps) || !steps.length || !viewer.scale) return null;
-  const edges = [];
-  let low = Infinity;
-  let high = -Infinity;
-  for (const extra of Object.values(viewer.data.edge_extra)) {
-    if (!extra || !Array.isArray(extra.watch_norms)) continue;
-    edges.push(extra);
-    for (const norm of extra.watch_norms) {
-      if (typeof norm === "number" && Number.isFinite(norm) && norm > 0) {
-        low = Math.min(low, Math.log10(norm));
-        high = Math.max(high, Math.log10(norm));
-      }
-    }
-  }
-  if (Number.isFinite(low)) {
-    viewer.scale.low = low;
-    viewer.scale.high = high;
-  }
+  const edges = Object.values(viewer.data.edge_extra).filter((extra) => extra && Array.isArray(extra.watch_norms));
   return { steps, edges, index: steps.length - 1, modules: viewer.data.graph.watch_modules || {} };
 }
 
