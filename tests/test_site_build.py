@@ -35,7 +35,8 @@ def test_every_page_is_built_and_every_example_was_replaced(built_site):
         text = page_html(built_site, markdown.relative_to(DOCS).as_posix())
         assert "gradexport-diagram-" not in text.replace('class="gradexport-diagram', ""), markdown
         blocks = find_blocks(source.splitlines(), markdown.name)
-        if any(block.options.show == {"code", "output", "diagram"} and not block.options.graph for block in blocks):
+        drawn = [block for block in blocks if block.options.show == {"code", "output", "diagram"} and not block.options.graph]
+        if any({"mermaid", "svg"} <= set(block.options.formats) for block in drawn):
             assert '<pre class="mermaid">' in text and 'class="gradexport-diagram gradexport-svg"><svg' in text, markdown
 
 

@@ -274,8 +274,10 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
             innermost: `gradexport.to_networkx` adds ``source_stack``.
 
     Frames of torch and of gradexport are skipped. Nodes created on another
-    thread are not tagged. See the module docstring for custom Functions,
-    ``torch.compile`` and checkpointing.
+    thread are not tagged. A custom ``autograd.Function``'s node and a
+    ``torch.compile`` region's node get the line that called them (the mode
+    causes no graph break: under Dynamo it only calls the op); nodes of a
+    checkpointed region keep the lines of the checkpointed function.
 
     Examples:
         >>> import torch, gradexport
