@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import re
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ import torchviz
 import gradexport
 
 from .generators import GENERATORS
+from .report import update_page
 
 __all__ = ["ROWS", "Row", "hand_replay", "hooked_backward", "json_floor", "saved_walk"]
 
@@ -368,15 +368,6 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def update_page(page: Path, block: str) -> None:
-    """Replace what lies between the floors markers of a docs page with ``block``."""
-    text = page.read_text()
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
-    if not pattern.search(text):
-        raise ValueError(f"{page} has no {START} ... {END} block to fill")
-    page.write_text(pattern.sub(lambda _: f"{START}\n{block}{END}", text))
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.floors", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="sizes 1e3,1e4, one generator per row, written as floors-quick.*")
@@ -413,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
     plot(results, RESULTS / f"{stem}.png")
     if args.docs:
         plot(results, DOCS_PLOT)
-        update_page(DOCS_PAGE, block + f"\n![µs per node against size, gradexport and its floor]({DOCS_PLOT.name})\n\n")
+        update_page(DOCS_PAGE, block + f"\n![µs per node against size, gradexport and its floor]({DOCS_PLOT.name})\n\n", (START, END))
     print(f"written: {RESULTS / stem}.json, .md, .png in {meta['seconds']} s", file=sys.stderr)
 
 

@@ -263,10 +263,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
-def update_page(page: Path, block: str) -> None:
-    """Replace what lies between the result markers of a docs page with ``block``."""
+def update_page(page: Path, block: str, markers: tuple[str, str] = (START, END)) -> None:
+    """Replace what lies between the ``markers`` (default: the result markers) of a docs page with ``block``."""
+    start, end = markers
     text = page.read_text()
-    pattern = re.compile(re.escape(START) + ".*?" + re.escape(END), re.DOTALL)
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.DOTALL)
     if not pattern.search(text):
-        raise ValueError(f"{page} has no {START} ... {END} block to fill")
-    page.write_text(pattern.sub(lambda _: f"{START}\n{block}{END}", text))
+        raise ValueError(f"{page} has no {start} ... {end} block to fill")
+    page.write_text(pattern.sub(lambda _: f"{start}\n{block}{end}", text))
