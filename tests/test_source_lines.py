@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 import textwrap
@@ -13,7 +14,6 @@ import torch
 from torch._dynamo.testing import CompileCounter
 
 import gradexport
-from gradexport.tracing import lines
 
 PROGRAM = textwrap.dedent(
     '''
@@ -232,18 +232,22 @@ def test_no_source_without_the_context(program: tuple[ModuleType, Path, dict[int
 
 def test_no_cost_when_unused(monkeypatch: pytest.MonkeyPatch) -> None:
     """Until capture_source is entered, the walk reads no node's metadata."""
-    monkeypatch.setattr(lines, "USED", False)
+    # The plugin's tests may have re-imported the library (as `mkdocs serve` does): use the modules in use now.
+    library = importlib.import_module("gradexport")
+    used_lines = importlib.import_module("gradexport.tracing.lines")
+    graph_module = importlib.import_module("gradexport.tracing.graph")
+    monkeypatch.setattr(used_lines, "USED", False)
     read: list[object] = []
-    original = lines.source_of
-    monkeypatch.setattr("gradexport.tracing.graph.source_of", lambda node: read.append(node) or original(node))
+    original = used_lines.source_of
+    monkeypatch.setattr(graph_module, "source_of", lambda node: read.append(node) or original(node))
     x = torch.randn(3, requires_grad=True)
-    gradexport.to_networkx((x * 2).sum())
+    library.to_networkx((x * 2).sum())
     assert read == []
-    with gradexport.capture_source():
+    with library.capture_source():
         y = (x * 2).sum()
-    gradexport.to_networkx(y)
+    library.to_networkx(y)
     assert len(read) == 2
-    after = gradexport.to_networkx((x * 2).sum())  # the mode is gone with the block
+    after = library.to_networkx((x * 2).sum())  # the mode is gone with the block
     assert not [data for _, data in after.nodes(data=True) if "source" in data]
 
 
