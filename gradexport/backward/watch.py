@@ -63,7 +63,7 @@ from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, Stru
 from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
-from .watch_file import THRESHOLDS, WatchFile, WatchHistory
+from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
 
 __all__ = ["RECORDED", "Watch", "watch"]
 
@@ -296,7 +296,7 @@ class Watch(AbstractContextManager["Watch"]):
             return
         self._need_trace = False
         self._trace_step = self.step_index
-        self._pending_graph = nx.node_link_data(graph, edges="edges")
+        self._pending_graph = nx.node_link_data(graph, **EDGES_KEYWORD)
 
     def _end_tracing(self) -> None:
         if self._tracing is not None:

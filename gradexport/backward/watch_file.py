@@ -42,6 +42,7 @@ Examples:
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -53,6 +54,10 @@ from typing import Any, NamedTuple, cast
 import networkx as nx
 
 from ..core.errors import ArgumentKeyError, GraphFormatError, OutputError
+
+# The keyword that names the edges' key of node_link_data: networkx 3.4 renamed `link` to `edges`
+# (the old name warns there); 3.2 and 3.3, which pyproject.toml allows, know only `link`.
+EDGES_KEYWORD = {"edges": "edges"} if "edges" in inspect.signature(nx.node_link_data).parameters else {"link": "edges"}
 
 __all__ = ["FORMAT", "VERSION", "Table", "WatchFile", "WatchHistory", "history_from_records", "load_watch"]
 
@@ -257,7 +262,7 @@ class WatchHistory:
         for record in self.graphs:
             if step is None or record["step"] <= step:
                 traced = record
-        graph = cast("nx.MultiDiGraph[str]", nx.node_link_graph(traced["graph"], directed=True, multigraph=True, edges="edges"))
+        graph = cast("nx.MultiDiGraph[str]", nx.node_link_graph(traced["graph"], directed=True, multigraph=True, **EDGES_KEYWORD))
         graph.graph["watch_step"] = step
         if step is None or step not in self.steps:
             return graph
