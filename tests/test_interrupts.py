@@ -127,3 +127,19 @@ def test_model_explorers_temporary_folder_is_removed_on_a_signal(tmp_path, comma
     assert process.returncode == status
     assert err.splitlines()[-1] == f"gradexport: error: {'interrupted' if status == 130 else 'terminated'}"
     assert list(temporary.iterdir()) == []
+
+
+def test_the_handler_exits_even_when_its_clean_up_raises(monkeypatch):
+    """An exception in the handler would surface in the interrupted code (which may swallow it): it must exit anyway."""
+    from gradexport.core import temporaries
+
+    exits: list[int] = []
+
+    def failing_removal(**_: object) -> int:
+        raise RuntimeError("reentrant call inside <_io.BufferedWriter name='<stdout>'>")
+
+    monkeypatch.setattr(temporaries, "remove_all", failing_removal)
+    monkeypatch.setattr(temporaries, "_exit", exits.append)
+    with pytest.raises(RuntimeError):
+        temporaries.stop(signal.SIGTERM)
+    assert exits == [143]

@@ -102,13 +102,19 @@ EXIT_STATUS: dict[int, tuple[int, str]] = {
 def stop(signum: int, frame: FrameType | None = None) -> None:
     """The handler: remove the temporaries, print ``gradexport: error: interrupted`` (or ``terminated``), exit."""
     status, word = EXIT_STATUS.get(signum, (128 + signum, "stopped by a signal"))
-    remove_all(keep_locked=True)
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError, AttributeError):  # closed or replaced by the user's code
-            stream.flush()
-    with suppress(OSError):
-        os.write(2, f"gradexport: error: {word}\n".encode())
-    _exit(status)
+    # The exit must happen whatever the clean-up meets: an exception raised here would surface in the
+    # interrupted code, and Model Explorer's start-up loop swallows every exception (a bare except).
+    try:
+        remove_all(keep_locked=True)
+        for stream in (sys.stdout, sys.stderr):
+            # Closed or replaced by the user's code, or its buffer held by the very write this signal
+            # interrupted (a reentrant flush raises RuntimeError).
+            with suppress(Exception):
+                stream.flush()
+        with suppress(OSError):
+            os.write(2, f"gradexport: error: {word}\n".encode())
+    finally:
+        _exit(status)
 
 
 def _install() -> dict[int, Any]:
