@@ -38,10 +38,14 @@ def large() -> nx.MultiDiGraph:
 
 
 def pid_recording_dot(tmp_path: Path) -> tuple[Path, Path]:
-    """A Graphviz program that writes its process id to a file, then becomes the real ``dot``."""
+    """A Graphviz program that writes its process id to a file, then runs for a minute.
+
+    Real ``dot`` lays the 1,191-node graph out in 0.7 to 7.5 s here (measured), too close to a
+    0.5 s limit to tell a timeout every time.
+    """
     pid_file = tmp_path / "dot.pid"
     program = tmp_path / "dot-recording"
-    program.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec dot "$@"\n')
+    program.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec sleep 60\n')
     program.chmod(program.stat().st_mode | stat.S_IXUSR)
     return program, pid_file
 
@@ -118,7 +122,10 @@ def test_the_command_line_warns_and_stops_dot_after_dot_timeout(tmp_path: Path, 
         "import torch\nfrom model_zoo import GPTLike\n\n"
         "def loss():\n    torch.manual_seed(0)\n    return GPTLike(blocks=24)(torch.randint(0, 11, (2, 5))).sum()\n"
     )
-    status = main([f"{user}:loss", "-f", "svg", "-o", str(tmp_path), "--no-group-modules", "--dot-timeout", "0.5"])
+    slow_dot = tmp_path / "slow-dot"  # real dot may lay this out within 0.5 s on a quiet machine (0.7 s measured)
+    slow_dot.write_text("#!/bin/sh\nexec sleep 60\n", encoding="utf-8")
+    slow_dot.chmod(0o755)
+    status = main([f"{user}:loss", "-f", "svg", "-o", str(tmp_path), "--no-group-modules", "--dot-timeout", "0.5", "--prog", str(slow_dot)])
     err = capsys.readouterr().err
     assert status != 0
     assert "Graphviz may take minutes to lay out 1,191 nodes" in err  # the warning, before dot ran
