@@ -14,14 +14,7 @@ from benchmarks.tasks import walk, walk_multidigraph
 
 def torch_node_count(root: torch.Tensor) -> int:
     """The root tensor plus every Node reachable through next_functions, without gradexport."""
-    seen = {root.grad_fn}
-    queue = deque(seen)
-    while queue:
-        for child, _ in queue.popleft().next_functions:
-            if child is not None and child not in seen:
-                seen.add(child)
-                queue.append(child)
-    return 1 + len(seen)
+    return 1 + len(_all_nodes(root))
 
 
 @pytest.mark.parametrize("name", sorted(GENERATORS))
