@@ -130,13 +130,48 @@ def _install() -> dict[int, Any]:
     return previous
 
 
+def _watch(read_end: int) -> None:
+    """Call `stop` for each handled signal number that arrives on ``read_end``; return at end of file."""
+    while data := os.read(read_end, 64):
+        for signum in data:
+            if signum in EXIT_STATUS:
+                stop(signum)
+    os.close(read_end)
+
+
+def _start_watcher() -> int | None:
+    """Route signals through a wakeup pipe to a watcher thread too; the previous wakeup descriptor.
+
+    Python runs a handler on the main thread only, between two bytecodes,
+    and a blocking call there is interrupted only by a signal the kernel
+    delivered to the main thread: one that lands on another thread waits
+    until the call returns (Model Explorer's health check blocks in a
+    request without a timeout: CI once waited 60 s). The C-level handler
+    writes the signal's number to the wakeup descriptor whichever thread
+    took it, and the watcher stops the process from there.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread of the main interpreter
+        os.close(read_end)
+        os.close(write_end)
+        return None
+    threading.Thread(target=_watch, args=(read_end,), name="gradexport-signals", daemon=True).start()
+    return previous
+
+
 @contextmanager
 def handled() -> Iterator[None]:
     """Handle SIGINT and SIGTERM with `stop` inside the block (on the main thread; elsewhere nothing changes)."""
     previous = _install()
+    previous_wakeup = _start_watcher() if previous else None
     try:
         yield
     finally:
+        if previous_wakeup is not None:
+            os.close(signal.set_wakeup_fd(previous_wakeup))  # the watcher reads end of file and returns
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
