@@ -178,3 +178,29 @@ def test_a_signal_that_lands_on_another_thread_ends_the_process_at_once():
     )
     assert (result.returncode, result.stderr) == (143, "gradexport: error: terminated\n")
     assert time.monotonic() - started < 20  # the main thread is blocked for 30 s: ended by the signal
+
+
+FORKED_CHILD_TERMINATED = """
+import os, signal, time
+from gradexport.core import temporaries
+
+with temporaries.handled():
+    child = os.fork()
+    if child == 0:  # a DataLoader worker, say, that its parent ends with SIGTERM
+        time.sleep(30)
+        os._exit(0)
+    time.sleep(0.5)
+    os.kill(child, signal.SIGTERM)
+    os.waitpid(child, 0)
+    time.sleep(1)  # time for a watcher to act on the child's signal, were it told of it
+print("parent alive")
+"""
+
+
+def test_a_forked_childs_signal_does_not_stop_the_parent():
+    """The child inherits the wakeup pipe's write end: its signal must not reach the parent's watcher."""
+    result = subprocess.run(
+        [sys.executable, "-c", FORKED_CHILD_TERMINATED],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert (result.returncode, result.stdout) == (0, "parent alive\n")

@@ -159,7 +159,29 @@ def _start_watcher() -> int | None:
         os.close(write_end)
         return None
     threading.Thread(target=_watch, args=(read_end,), name="gradexport-signals", daemon=True).start()
+    _wakeup[0] = write_end
     return previous
+
+
+# The write end of the wakeup pipe `handled` set, if any: a forked child (a DataLoader worker) inherits it,
+# and a signal to the child would otherwise reach the parent's watcher and stop the parent.
+_wakeup: list[int | None] = [None]
+
+
+def _forget_wakeup_in_child() -> None:
+    if _wakeup[0] is None:
+        return
+    with suppress(ValueError, OSError):
+        current = signal.set_wakeup_fd(-1)
+        if current != _wakeup[0]:
+            signal.set_wakeup_fd(current)
+        else:
+            os.close(current)
+    _wakeup[0] = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_wakeup_in_child)
 
 
 @contextmanager
@@ -171,7 +193,10 @@ def handled() -> Iterator[None]:
         yield
     finally:
         if previous_wakeup is not None:
-            os.close(signal.set_wakeup_fd(previous_wakeup))  # the watcher reads end of file and returns
+            _wakeup[0] = None
+            ours = signal.set_wakeup_fd(previous_wakeup)
+            if ours >= 0:  # -1 in a forked child, which forgot it
+                os.close(ours)  # the watcher reads end of file and returns
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
