@@ -145,6 +145,14 @@ def test_the_handler_exits_even_when_its_clean_up_raises(monkeypatch):
     assert exits == [143]
 
 
+def run_script(source: str) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a new Python process that imports this checkout's gradexport."""
+    return subprocess.run(
+        [sys.executable, "-c", source],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
 MAIN_THREAD_BLOCKED = """
 import os, signal, threading, time
 from gradexport.core import temporaries
@@ -164,7 +172,7 @@ with temporaries.handled():
 
 
 def test_a_signal_that_lands_on_another_thread_ends_the_process_at_once():
-    """CI once waited 60 s for a SIGTERM to end ``view --model-explorer`` (once, loaded, of some 40 runs).
+    """CI once waited 60 s for a SIGTERM to end ``view --model-explorer`` (once, in a loaded run).
 
     Python runs a handler on the main thread only, when it is between two
     bytecodes, and a blocking call there is interrupted only by a signal the
@@ -172,10 +180,7 @@ def test_a_signal_that_lands_on_another_thread_ends_the_process_at_once():
     blocks in a request without a timeout.
     """
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-c", MAIN_THREAD_BLOCKED],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    result = run_script(MAIN_THREAD_BLOCKED)
     assert (result.returncode, result.stderr) == (143, "gradexport: error: terminated\n")
     assert time.monotonic() - started < 20  # the main thread is blocked for 30 s: ended by the signal
 
@@ -199,8 +204,5 @@ print("parent alive")
 
 def test_a_forked_childs_signal_does_not_stop_the_parent():
     """The child inherits the wakeup pipe's write end: its signal must not reach the parent's watcher."""
-    result = subprocess.run(
-        [sys.executable, "-c", FORKED_CHILD_TERMINATED],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
+    result = run_script(FORKED_CHILD_TERMINATED)
     assert (result.returncode, result.stdout) == (0, "parent alive\n")

@@ -14,7 +14,9 @@ flushes and ends the process with ``os._exit``: status 130 for SIGINT, 143
 for SIGTERM. `handled` installs it around a command; `guard_startup`
 installs it while ``import gradexport`` is still importing torch, when the
 process is the ``gradexport`` command or ``python -m gradexport`` (a
-library user's program keeps its own handlers).
+library user's program keeps its own handlers). Inside `handled` a
+watcher thread also reads the signal wakeup pipe, so that a signal the
+kernel gives another thread stops the process at once.
 
 Examples:
     >>> import os, signal, tempfile
@@ -159,25 +161,27 @@ def _start_watcher() -> int | None:
         os.close(write_end)
         return None
     threading.Thread(target=_watch, args=(read_end,), name="gradexport-signals", daemon=True).start()
-    _wakeup[0] = write_end
+    global _wakeup_write_end
+    _wakeup_write_end = write_end
     return previous
 
 
 # The write end of the wakeup pipe `handled` set, if any: a forked child (a DataLoader worker) inherits it,
 # and a signal to the child would otherwise reach the parent's watcher and stop the parent.
-_wakeup: list[int | None] = [None]
+_wakeup_write_end: int | None = None
 
 
 def _forget_wakeup_in_child() -> None:
-    if _wakeup[0] is None:
+    global _wakeup_write_end
+    if _wakeup_write_end is None:
         return
     with suppress(ValueError, OSError):
         current = signal.set_wakeup_fd(-1)
-        if current != _wakeup[0]:
+        if current != _wakeup_write_end:
             signal.set_wakeup_fd(current)
         else:
             os.close(current)
-    _wakeup[0] = None
+    _wakeup_write_end = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -187,13 +191,14 @@ if hasattr(os, "register_at_fork"):
 @contextmanager
 def handled() -> Iterator[None]:
     """Handle SIGINT and SIGTERM with `stop` inside the block (on the main thread; elsewhere nothing changes)."""
+    global _wakeup_write_end
     previous = _install()
     previous_wakeup = _start_watcher() if previous else None
     try:
         yield
     finally:
         if previous_wakeup is not None:
-            _wakeup[0] = None
+            _wakeup_write_end = None
             ours = signal.set_wakeup_fd(previous_wakeup)
             if ours >= 0:  # -1 in a forked child, which forgot it
                 os.close(ours)  # the watcher reads end of file and returns
