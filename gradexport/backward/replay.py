@@ -257,19 +257,17 @@ def _run_step(
     next_functions = node.next_functions
     if len(returned) != len(next_functions):
         raise ReplayError(node_id, op, f"returned {len(returned)} gradients for {len(next_functions)} next_functions")
-    outputs: list[torch.Tensor | None] = []
-    targets: list[tuple[str, int] | None] = []
-    for position, (grad, (child, slot)) in enumerate(zip(returned, next_functions, strict=True)):
+    outputs: list[torch.Tensor | None] = [None] * len(next_functions)
+    targets: list[tuple[str, int] | None] = [None] * len(next_functions)
+    for position, (child, slot) in enumerate(next_functions):
         if child is None:
-            outputs.append(None)
-            targets.append(None)
             continue
         target = ids[child]
-        targets.append((target, slot))
+        targets[position] = (target, slot)
+        grad = returned[position]
         if grad is not None:
-            grad = _fit_to_slot(node_id, op, position, grad, input_metadata(child)[slot])
+            grad = outputs[position] = _fit_to_slot(node_id, op, position, grad, input_metadata(child)[slot])
             deliver(target, slot, grad)
-        outputs.append(grad)
     return ReplayStep(node_id, op, inputs, tuple(outputs), tuple(targets))
 
 
