@@ -79,6 +79,43 @@ def test_replay_leaves_the_grads_backward_leaves(name: str) -> None:
         assert_same_grads([step.inputs[0]], [want])
 
 
+@pytest.mark.parametrize("name", sorted(ALL_CASES))
+def test_every_step_receives_what_the_engine_hands_its_node(name: str) -> None:
+    # What reaches each node along its edges (each reduced to its slot's shape and cast to
+    # its dtype by replay's _fit_to_slot, whose shortcut for gradients that already fit is
+    # included), summed, is what backward() gives the node, as a pre-hook on every node sees it.
+    case = ALL_CASES[name]()
+    grad_outputs = grad_outputs_for(case.roots)
+    ids = trace(case.roots).ids
+    received: dict[str, tuple[torch.Tensor | None, ...]] = {}
+
+    def seen(node_id: str) -> Callable[[tuple[torch.Tensor | None, ...]], None]:
+        def hook(grads: tuple[torch.Tensor | None, ...]) -> None:
+            received[node_id] = tuple(None if grad is None else grad.detach().clone() for grad in grads)
+
+        return hook
+
+    handles = [node.register_prehook(seen(node_id)) for node, node_id in ids.items()]
+    try:
+        engine_backward(case, grad_outputs)
+    except RuntimeError:
+        pytest.skip("backward() itself fails on this graph")
+    finally:
+        for handle in handles:
+            handle.remove()
+    record = gradexport.replay(case.roots, grad_outputs, params=case.params, module=case.module)
+    assert {step.node for step in record.steps} == set(received)
+    arrived: dict[tuple[str, int], torch.Tensor] = {(start.node, start.input_nr): start.grad for start in record.starts}
+    for step in record.steps:
+        for grad, target in zip(step.outputs, step.targets, strict=True):
+            if grad is not None and target is not None:
+                arrived[target] = grad if target not in arrived else arrived[target] + grad
+    for step in record.steps:
+        # The engine's tensor-hook step fits the node's inputs again, so its outputs are checked too.
+        assert_same_grads(list(step.inputs), list(received[step.node]))
+        assert_same_grads([arrived.get((step.node, slot)) for slot in range(len(step.inputs))], list(received[step.node]))
+
+
 def test_blog_first_example_shows_the_blog_values() -> None:
     torch.manual_seed(6)
     x = torch.randn(4, 4, requires_grad=True)

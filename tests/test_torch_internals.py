@@ -140,6 +140,33 @@ def test_run_tensor_hooks_runs_exactly_what_backward_runs_before_a_node() -> Non
     assert torch.equal(x.grad, 2 * result)
 
 
+@pytest.mark.parametrize("slots", [1, 2])
+def test_run_tensor_hooks_gives_the_node_what_backward_gives_it(slots: int) -> None:
+    # A node with one input slot takes a shorter path through run_tensor_hooks than one with several.
+    x = torch.ones(4, requires_grad=True)
+    parts = (x * 2).split(4 // slots)
+    node = parts[0].grad_fn
+    for index, part in enumerate(parts):
+        part.register_hook(lambda grad, index=index: grad * (10 + index))
+        part.retain_grad()
+    incoming = [torch.full((4 // slots,), 3.0 + index) for index in range(slots)]
+    result = _torch.run_tensor_hooks(node, incoming)
+    assert all(torch.equal(part.grad, grad) for part, grad in zip(parts, result, strict=True)), changed(
+        "the engine's capture", "retain_grad's hook no longer sets .grad to what the node receives"
+    )
+    for part in parts:
+        part.grad = None
+    seen: list[tuple[torch.Tensor, ...]] = []
+    handle = node.register_prehook(lambda grads: seen.append(tuple(grad.clone() for grad in grads)))
+    torch.autograd.backward(parts, incoming, retain_graph=True)
+    handle.remove()
+    assert len(seen) == 1 and len(result) == slots, changed("the engine's capture", f"{len(result)} gradients for {slots} slots")
+    for got, engine in zip(result, seen[0], strict=True):
+        assert torch.equal(got, engine), changed("the engine's capture", "it hands over other gradients than backward() gives the node")
+    for part, engine in zip(parts, seen[0], strict=True):
+        assert torch.equal(part.grad, engine)
+
+
 def test_run_tensor_hooks_without_hooks_hands_back_the_same_tensors() -> None:
     x = torch.ones(2, requires_grad=True)
     first, _ = (x * 2).split(1)
@@ -147,6 +174,10 @@ def test_run_tensor_hooks_without_hooks_hands_back_the_same_tensors() -> None:
     result = _torch.run_tensor_hooks(first.grad_fn, [incoming, None])
     assert result[0] is incoming and result[1] is None, changed("the engine's capture", "it copies or fills slots")
     assert _torch.run_tensor_hooks(first.grad_fn, [None, None]) == (None, None)
+    single = (x * 2).grad_fn
+    whole = torch.ones(2)
+    assert _torch.run_tensor_hooks(single, [whole])[0] is whole, changed("the engine's capture", "it copies a single slot")
+    assert _torch.run_tensor_hooks(single, [None]) == (None,)
 
 
 def test_saved_values_read_and_raw() -> None:
