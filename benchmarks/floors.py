@@ -85,7 +85,7 @@ def hand_replay(root: torch.Tensor) -> int:
                     continue
                 if grad is not None:
                     shape = child._input_metadata[slot].shape  # the engine's validate_outputs: reduce to the slot
-                    if grad.shape != shape:
+                    if list(grad.shape) != shape:  # the metadata's shape is a list, never equal to a torch.Size
                         grad = grad.sum_to_size(shape)
                     slots = buffers.setdefault(child, [None] * len(child._input_metadata))
                     slots[slot] = grad if slots[slot] is None else slots[slot] + grad
