@@ -50,6 +50,7 @@ from ..core.reports import html_block, html_table
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
+from .gradient_stats import single_value
 from .in_place import in_place_error
 from .record_gradients import record_flow
 from .replay import GradOutputs, start_gradients
@@ -371,7 +372,12 @@ def check_command(
 
 
 def _is_nonfinite(grad: torch.Tensor | None) -> bool:
-    if grad is None or not (grad.is_floating_point() or grad.is_complex()):
+    if grad is None:
+        return False
+    value = single_value(grad)
+    if value is not None:
+        return not math.isfinite(value)
+    if not (grad.is_floating_point() or grad.is_complex()):
         return False
     if grad.layout != torch.strided:
         grad = grad.to_dense()
