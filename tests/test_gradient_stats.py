@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gradexport
@@ -74,6 +74,7 @@ def tensors(draw: st.DrawFn) -> torch.Tensor:
     return tensor
 
 
+@settings(max_examples=600)
 @given(tensors(), st.sampled_from([0, 1, 16]))
 def test_summary_is_torchs_reductions_bit_for_bit(tensor: torch.Tensor, values_up_to: int) -> None:
     assert_same_summary(tensor, values_up_to)
@@ -86,9 +87,30 @@ def test_one_element_summaries_are_torchs(dtype: torch.dtype, shape: tuple[int, 
     assert_same_summary(torch.tensor(value, dtype=torch.float64).to(dtype).reshape(shape), 16)
 
 
+@settings(max_examples=300)
 @given(tensors())
 def test_nonfinite_is_torchs_isfinite(tensor: torch.Tensor) -> None:
-    assert _is_nonfinite(tensor) == (not bool(torch.isfinite(tensor).all()))
+    # find_nonfinite tests received gradients with _is_nonfinite and sent ones by the summary's flags.
+    nonfinite = not bool(torch.isfinite(tensor).all())
+    summary = gradient_summary(tensor, values_up_to=0)
+    assert _is_nonfinite(tensor) == nonfinite == (summary["has_nan"] or summary["has_inf"])
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [
+        torch.tensor([1 + 2j, complex(math.inf, 0)]),
+        torch.tensor([complex(0, math.nan)]),
+        torch.tensor([1j, 2.0]),
+        torch.tensor([[0.0, math.inf], [0.0, 0.0]]).to_sparse(),
+        torch.tensor([[0.0, 1.0], [0.0, 0.0]]).to_sparse(),
+        torch.tensor([math.nan, 1.0]).conj(),
+    ],
+)
+def test_nonfinite_of_other_gradients_is_torchs_isfinite(tensor: torch.Tensor) -> None:
+    nonfinite = not bool(torch.isfinite(tensor.to_dense()).all())
+    summary = gradient_summary(tensor, values_up_to=0)
+    assert _is_nonfinite(tensor) == nonfinite == (summary["has_nan"] or summary["has_inf"])
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])

@@ -13,41 +13,51 @@ Examples:
 from __future__ import annotations
 
 import math
+from itertools import chain
 from typing import Any
 
 import torch
 
 from ..tracing.tensors import plain, type_name
 
-__all__ = ["gradient_summary", "single_value"]
+__all__ = ["SMALL", "gradient_summary", "small_values"]
 
-#: Real floating-point dtypes narrower than float64: the square of any of their values is exact in float64,
-#: so the float64 2-norm of one element is its absolute value, whatever order a reduction sums in.
+#: Gradients of at most this many elements are read with one ``tolist`` and their least and largest
+#: element found in Python: measured 5.7 against 9.9 µs per summary of a 4 x 4 float32 gradient.
+SMALL = 16
+_FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+#: Narrower than float64: the square of any of their values is exact in float64, so the float64
+#: 2-norm of one element is its absolute value, whatever order a reduction sums in.
 _NARROW_FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32})
 
 
-def single_value(tensor: torch.Tensor) -> float | None:
-    """The element of a one-element float16, bfloat16 or float32 CPU tensor, else ``None``.
+def small_values(tensor: torch.Tensor) -> tuple[Any, list[float]] | None:
+    """``tensor.tolist()`` and the same elements flat, row-major, for a small real floating-point CPU tensor.
 
-    Only plain dense tensors qualify (no subclass, nested, sparse or lazily
-    negated one), whose element `torch.Tensor.item` reads as it is stored.
+    ``None`` unless the tensor is a plain dense one (no subclass, nested,
+    sparse or lazily negated one) of 1 to `SMALL` elements, whose values
+    ``tolist`` reads as they are stored.
 
     Examples:
-        >>> single_value(torch.tensor([[-2.5]])), single_value(torch.ones(2)), single_value(torch.ones(1, dtype=torch.float64))
-        (-2.5, None, None)
+        >>> small_values(torch.tensor([[1.0, -2.0], [3.0, 0.5]])), small_values(torch.ones(17)), small_values(torch.ones(2, dtype=torch.int64))
+        (([[1.0, -2.0], [3.0, 0.5]], [1.0, -2.0, 3.0, 0.5]), None, None)
     """
     if (
         type(tensor) is not torch.Tensor
-        or tensor.dtype not in _NARROW_FLOATS
+        or tensor.dtype not in _FLOATS
         or not tensor.is_cpu
         or tensor.is_nested
         or tensor.layout != torch.strided
-        or tensor.numel() != 1
+        or not 0 < tensor.numel() <= SMALL
         or tensor.is_neg()
     ):
         return None
-    value: float = tensor.item()
-    return value
+    values = tensor.tolist()
+    dims = tensor.dim()
+    flat: list[Any] = [values] if dims == 0 else values
+    for _ in range(dims - 1):
+        flat = list(chain.from_iterable(flat))
+    return values, flat
 
 
 def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[str, Any]:
@@ -64,11 +74,11 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
         >>> gradient_summary(torch.tensor([3.0, -4.0]))
         {'shape': [2], 'dtype': 'float32', 'norm': 5.0, 'min': -4.0, 'max': 3.0, 'has_nan': False, 'has_inf': False, 'values': [3.0, -4.0]}
     """
-    value = single_value(tensor)
-    if value is not None:
-        # Read from the one value what the torch calls below would compute (measured 0.9 µs against
-        # 8.8 µs per one-element gradient, the whole gradient of a chain of scalar ops).
-        return _single_summary(tensor, value, values_up_to)
+    read = small_values(tensor)
+    if read is not None:
+        small = _small_summary(tensor, *read, values_up_to=values_up_to)
+        if small is not None:
+            return small
     tensor = plain(tensor)
     real = not tensor.is_complex() and tensor.numel() > 0
     norm = float(torch.linalg.vector_norm(tensor, dtype=torch.complex128 if tensor.is_complex() else torch.float64))
@@ -100,20 +110,32 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
     return summary
 
 
-def _single_summary(tensor: torch.Tensor, value: float, values_up_to: int) -> dict[str, Any]:
-    """`gradient_summary` of a tensor whose one element is ``value`` (see `single_value`)."""
+def _small_summary(tensor: torch.Tensor, values: Any, flat: list[float], *, values_up_to: int) -> dict[str, Any] | None:
+    """`gradient_summary` of a tensor read by `small_values`, or ``None`` where only torch's reductions can say.
+
+    Those are: which element ``aminmax`` reports among NaNs, or among zeros of
+    both signs when the least or largest element is zero. Otherwise the least
+    and largest element are one number each, found as well by ``min`` and ``max``.
+    """
+    if len(flat) == 1 and tensor.dtype in _NARROW_FLOATS:
+        # What vector_norm computes: measured 0.9 against 8.8 µs per summary of a one-element gradient.
+        norm = abs(flat[0])
+    else:
+        norm = float(torch.linalg.vector_norm(tensor, dtype=torch.float64))
+    if math.isnan(norm) and len(flat) > 1:  # a sum of squares is NaN exactly when an element is
+        return None
+    low, high = min(flat), max(flat)
+    if (low == 0 or high == 0) and len({math.copysign(1.0, value) for value in flat if value == 0}) > 1:
+        return None
     summary: dict[str, Any] = {
         "shape": list(tensor.shape),
         "dtype": type_name(tensor.dtype),
-        "norm": abs(value),
-        "min": value,
-        "max": value,
-        "has_nan": math.isnan(value),
-        "has_inf": math.isinf(value),
+        "norm": norm,
+        "min": low,
+        "max": high,
+        "has_nan": math.isnan(norm),
+        "has_inf": math.isinf(low) or math.isinf(high),
     }
-    if values_up_to >= 1:
-        nested: Any = value
-        for _ in range(tensor.dim()):
-            nested = [nested]
-        summary["values"] = nested
+    if len(flat) <= values_up_to:
+        summary["values"] = values
     return summary
