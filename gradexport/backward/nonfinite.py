@@ -50,6 +50,7 @@ from ..core.reports import html_block, html_table
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
+from .gradient_stats import small_values
 from .in_place import in_place_error
 from .record_gradients import record_flow
 from .replay import GradOutputs, start_gradients
@@ -283,8 +284,13 @@ def _find(
         if bad:
             received[node_id] = bad
 
-    def after(node_id: str, grads: tuple[torch.Tensor | None, ...], _: Any) -> None:
-        bad = _nonfinite_slots(grads)
+    def after(node_id: str, grads: tuple[torch.Tensor | None, ...], summaries: list[dict[str, Any] | None]) -> None:
+        # The summaries' flags say what _is_nonfinite would, without a second look at each gradient.
+        bad = {
+            slot: _summary(slot, grad)
+            for slot, (grad, summary) in enumerate(zip(grads, summaries, strict=True))
+            if grad is not None and summary is not None and (summary["has_nan"] or summary["has_inf"])
+        }
         if bad:
             sent[node_id] = bad
 
@@ -371,7 +377,12 @@ def check_command(
 
 
 def _is_nonfinite(grad: torch.Tensor | None) -> bool:
-    if grad is None or not (grad.is_floating_point() or grad.is_complex()):
+    if grad is None:
+        return False
+    read = small_values(grad)
+    if read is not None:
+        return not all(map(math.isfinite, read[1]))
+    if not (grad.is_floating_point() or grad.is_complex()):
         return False
     if grad.layout != torch.strided:
         grad = grad.to_dense()
@@ -422,7 +433,9 @@ def _origin(
     sent: dict[str, dict[int, NonfiniteGradient]],
 ) -> tuple[Literal["output", "received"], tuple[NonfiniteGradient, ...]] | None:
     if not bad_inputs:
-        bad_outputs = sent.get(node_id, {})
+        bad_outputs = sent.get(node_id)
+        if not bad_outputs:
+            return None
         edges = {key: (node_id, target, key) for _, target, key in graph.out_edges(node_id, keys=True)}
         gradients = tuple(_with_edges(gradient, [edges[slot]]) for slot, gradient in bad_outputs.items() if slot in edges)
         return ("output", gradients) if gradients else None

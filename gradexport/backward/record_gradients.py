@@ -31,12 +31,13 @@ from typing import Any
 import networkx as nx
 import torch
 
-from ..tracing.graph import Params, Trace, trace
+from ..core.source import node_data, successors
+from ..tracing.graph import Params, Trace, gc_paused, trace
 from ..tracing.roots import Roots
 from .gradient_stats import gradient_summary
 from .start_gradients import GradOutputs, Start, start_gradients
 
-__all__ = ["PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
+__all__ = ["FlowCallback", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 
 
 def record_gradients(
@@ -106,6 +107,9 @@ def record_gradients(
 PreCallback = Callable[[str, tuple[torch.Tensor | None, ...]], None]
 #: A callback after a node ran: node id, what flowed along each ``next_functions`` position, what it received.
 PostCallback = Callable[[str, tuple[torch.Tensor | None, ...], tuple[torch.Tensor | None, ...]], None]
+#: A callback of `record_flow` after a node ran: node id, what flowed along each ``next_functions``
+#: position and its `gradient_summary` (``None`` where nothing flowed).
+FlowCallback = Callable[[str, tuple[torch.Tensor | None, ...], list[dict[str, Any] | None]], None]
 
 
 def record_flow(
@@ -114,37 +118,42 @@ def record_flow(
     *,
     values_up_to: int = 16,
     pre: PreCallback | None = None,
-    post: PostCallback | None = None,
+    post: FlowCallback | None = None,
     retain_graph: bool = False,
     inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
 ) -> list[str]:
     """The backward pass of `record_gradients` on a traced graph, with extra callbacks.
 
     Stores ``grad`` on the edges of ``result.graph`` and ``exec_order`` on
-    its nodes, calls ``pre`` and ``post`` as `run_observed` does, and
-    returns the ids of the nodes run, in order.
+    its nodes, calls ``pre`` as `run_observed` does and ``post`` after every
+    node with what flowed along each ``next_functions`` position and its
+    summary, and returns the ids of the nodes run, in order.
     """
-    summarize = partial(gradient_summary, values_up_to=values_up_to)
-    flowed: dict[str, tuple[dict[str, Any] | None, ...]] = {}
+    flowed: dict[str, list[dict[str, Any] | None]] = {}
 
-    def record(node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], received: tuple[torch.Tensor | None, ...]) -> None:
+    def record(node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], _: tuple[torch.Tensor | None, ...]) -> None:
         # Summarise at once: the engine may later add into these tensors in place.
-        flowed[node_id] = tuple(None if grad is None else summarize(grad) for grad in grad_inputs)
+        summaries = flowed[node_id] = [None if grad is None else gradient_summary(grad, values_up_to=values_up_to) for grad in grad_inputs]
         if post is not None:
-            post(node_id, grad_inputs, received)
+            post(node_id, grad_inputs, summaries)
 
-    order = run_observed(result, starts, pre=pre, post=record, retain_graph=retain_graph, inputs=inputs)
-    graph = result.graph
-    for source, _, index, data in graph.edges(keys=True, data=True):
-        summary = flowed.get(source, ())
-        if index < len(summary) and summary[index] is not None:
-            data["grad"] = summary[index]
-    root_ids = {entry["name"]: entry["node"] for entry in graph.graph["roots"]}
-    for start in starts:
-        root_id = root_ids[start.root.name]
-        if graph.nodes[root_id]["kind"] == "root":
-            for _, _, data in graph.out_edges(root_id, data=True):
-                data["grad"] = summarize(start.grad)
+    # The collector would rescan the graph's dicts and the summaries again and again: measured
+    # 40 against 29 µs per node of a 10^4-node chain, 45 against 27 at 10^5.
+    with gc_paused():
+        order = run_observed(result, starts, pre=pre, post=record, retain_graph=retain_graph, inputs=inputs)
+        graph = result.graph
+        out_edges = successors(graph)
+        for source, summaries in flowed.items():
+            for keyed in out_edges[source].values():
+                for index, data in keyed.items():
+                    if index < len(summaries) and summaries[index] is not None:
+                        data["grad"] = summaries[index]
+        root_ids = {entry["name"]: entry["node"] for entry in graph.graph["roots"]}
+        for start in starts:
+            root_id = root_ids[start.root.name]
+            if graph.nodes[root_id]["kind"] == "root":
+                for _, _, data in graph.out_edges(root_id, data=True):
+                    data["grad"] = gradient_summary(start.grad, values_up_to=values_up_to)
     return order
 
 
@@ -199,6 +208,7 @@ def run_observed(
     finally:
         for handle in handles:
             handle.remove()
+    nodes = node_data(result.graph)
     for position, node_id in enumerate(order, start=1):
-        result.graph.nodes[node_id]["exec_order"] = position
+        nodes[node_id]["exec_order"] = position
     return order
