@@ -158,10 +158,10 @@ class SavedTally:
 
     def __init__(self, buffers: Iterable[torch.Tensor] = ()):
         self.total = 0
-        #: The node id where each storage was counted first.
-        self.first_at: dict[StorageKey, str] = {}
-        #: Each node's storages, as counted.
-        self.by_node: dict[str, dict[StorageKey, int]] = {}
+        #: The storages counted so far, for a first node.
+        self.seen: set[StorageKey] = set()
+        #: Every storage of every node, as counted: key, bytes, node id, and whether the node held it first.
+        self.counted: list[tuple[StorageKey, int, str, bool]] = []
         #: The leaves' storages (see `add_storage`).
         self.leaf_storages: dict[StorageKey, int] = {}
         self.buffer_storages = {key for buffer in buffers if (key := storage_key(buffer)) is not None}
@@ -169,14 +169,15 @@ class SavedTally:
     def count(self, node_id: str, storages: dict[StorageKey, int]) -> tuple[int, int]:
         """Count the storages of the node ``node_id`` (the next in id order): its own bytes and its shared ones."""
         fresh = shared = 0
-        first_at = self.first_at
+        seen, counted = self.seen, self.counted
         for key, nbytes in storages.items():
-            if key in first_at:
+            if key in seen:
                 shared += nbytes
+                counted.append((key, nbytes, node_id, False))
             else:
-                first_at[key] = node_id
+                seen.add(key)
                 fresh += nbytes
-        self.by_node[node_id] = storages
+                counted.append((key, nbytes, node_id, True))
         self.total += fresh
         return fresh, shared
 
@@ -187,19 +188,14 @@ class SavedTally:
         weighty = parameters | buffers
         totals = {"parameters": 0, "buffers": 0}
         weights: dict[str, list[int]] = {}
-        first_at = self.first_at
-        for node_id, storages in self.by_node.items():
-            if weighty.isdisjoint(storages):
-                continue
-            held = [0, 0]
-            for key, nbytes in storages.items():
-                if key in weighty:
-                    first = first_at[key] == node_id
-                    held[0 if first else 1] += nbytes
-                    if first:
-                        totals["parameters" if key in parameters else "buffers"] += nbytes
-            if held != [0, 0]:
-                weights[node_id] = held
+        for key, nbytes, node_id, first in self.counted:
+            if key in weighty and nbytes:
+                held = weights.get(node_id)
+                if held is None:
+                    held = weights[node_id] = [0, 0]
+                held[0 if first else 1] += nbytes
+                if first:
+                    totals["parameters" if key in parameters else "buffers"] += nbytes
         return {
             "saved_bytes": self.total,
             "saved_bytes_parameters": totals["parameters"],
