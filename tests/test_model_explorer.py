@@ -446,3 +446,51 @@ def test_serve_offers_every_node_data_and_the_diff_two_panes(monkeypatch: pytest
     assert {result["value"] for result in states[0]["a"]["results"].values()} == {DIFF_VALUES["same"]}
     with pytest.raises(ValueError, match="different labels"):
         serve_model_explorer_diff(a, b, labels=("x", "x"), open_browser=False)
+
+
+def _without_none(value: Any) -> Any:
+    """``dataclasses.asdict`` of a graph_builder object, without the fields that are ``None`` (as the file leaves them out)."""
+    if isinstance(value, dict):
+        return {key: _without_none(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_without_none(item) for item in value]
+    return value
+
+
+def _graphs_to_write() -> list[tuple[str, Any, DiagramOptions | None]]:
+    found: list[tuple[str, Any, DiagramOptions | None]] = []
+    for name in sorted(CASES):
+        for show_none in (False, True):
+            graph = build(name, show_none=show_none, edge_metadata=show_none, saved=show_none)
+            found += [(f"{name}/{show_none}/{option}", graph, DiagramOptions(show_none=option)) for option in (None, True, False)]
+    x = torch.randn(3, requires_grad=True)
+    found.append(("gradients", gradexport.record_gradients((x.exp() * x).sum(), params={"x": x}), None))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()), torch.nn.Linear(4, 1))
+    with gradexport.capture_modules():
+        out = model(torch.randn(2, 3))
+    found.append(("collapsed", gradexport.collapse(gradexport.to_networkx(out.sum(), module=model), depth=1), None))
+    a = gradexport.to_networkx((x * 2).relu().sum(), params={"x": x})
+    b = gradexport.to_networkx((x * 2).exp().sum(), params={"x": x})
+    found += [(f"diff pane {side}", pane, None) for side, pane in zip("ab", diff_panes(gradexport.diff(a, b), a, b), strict=True)]
+    return found
+
+
+@needs_explorer
+def test_the_file_is_model_explorers_objects_encoded(tmp_path: Path) -> None:
+    """The writer writes the fields itself: the text must be the JSON of to_model_explorer's objects, and read back as them."""
+    import dataclasses
+
+    for name, graph, options in _graphs_to_write():
+        collection = to_model_explorer(graph, options, label="a label", graph_id="an id")
+        (me_graph,) = collection.graphs
+        head = {field: value for field, value in _without_none(dataclasses.asdict(me_graph)).items() if field != "nodes"}
+        expected = {
+            "label": collection.label,
+            "graphSorting": collection.graphSorting,
+            "graphs": [{**head, "nodes": _without_none(dataclasses.asdict(me_graph))["nodes"]}],
+        }
+        path = tmp_path / f"graph{EXTENSION}"
+        write_model_explorer(graph, path, options, label="a label", graph_id="an id")
+        assert path.read_text(encoding="ascii") == json.dumps(expected, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n", name
+        assert read_back(path) == collection, name

@@ -12,7 +12,7 @@ from torch.autograd.graph import Node
 from torch.utils import checkpoint
 
 import gradexport
-from gradexport.tracing.graph import trace
+from gradexport.tracing.graph import GraphStream, trace
 
 
 def storage_bytes(*tensors: torch.Tensor) -> int:
@@ -177,3 +177,64 @@ def test_activations_apart_from_parameters_and_buffers_agree_with_saved_tensor_h
     assert report.total == storage_bytes(*seen)
     text = str(report)
     assert text.splitlines()[0].startswith("activations: saved tensors keep") and "of parameters" in text
+
+
+def _module_case() -> tuple[torch.Tensor, nn.Module]:
+    """A captured model with parameters, a buffer that is saved (eval BatchNorm) and activations."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Tanh(), Block(8), nn.Linear(8, 1)).eval()
+    with gradexport.capture_modules():
+        loss = model(torch.randn(3, 4)).sum()
+    return loss, model
+
+
+def _report_cases() -> list[tuple[str, Any, dict[str, Any]]]:
+    found = []
+    for name, build in CASES.items():
+        case = build()
+        found.append((name, case.roots, {"params": case.params} if case.params else {}))
+        if case.module is not None:
+            found.append((f"{name}/module", case.roots, {"module": case.module}))  # not captured: a warning
+    loss, model = _module_case()
+    found.append(("captured", loss, {"module": model}))
+    found.append(("captured/params", loss, {"params": dict(model.named_parameters())}))
+    return found
+
+
+@pytest.mark.filterwarnings("ignore:.*named no backward node")
+def test_report_from_roots_is_the_report_from_their_graph() -> None:
+    """saved_memory(roots) walks without building the graph: it must say what the graph built with saved=True says."""
+    for name, roots, options in _report_cases():
+        graph = gradexport.to_networkx(roots, saved=True, **options)
+        for top in (1, 2, 10, 10**6):
+            assert gradexport.saved_memory(roots, top, **options) == gradexport.saved_memory(graph, top), (name, top)
+
+
+@pytest.mark.parametrize("name", [name for name in CASES if name != "checkpoint_non_reentrant"])  # reading that one would recompute
+def test_saved_nodes_against_torch_saved_tensors(name: str) -> None:
+    """Every node's own and shared bytes from the lean walk, under the graph's ids, against torch's saved tensors."""
+    case = CASES[name]()
+    ids = trace(case.roots).ids
+    stream = GraphStream(case.roots, saved=True)
+    held = {node_id: own + shared for node_id, _, _, own, shared in stream.saved_nodes()}
+    everything: list[torch.Tensor] = []
+    for node, node_id in ids.items():
+        tensors = [t for t in saved_tensors_of(node) if t.untyped_storage().nbytes()] if name != "freed_buffers" else []
+        everything += tensors
+        assert held.get(node_id, 0) == (storage_bytes(*tensors) if tensors else 0), (node_id, type(node).__name__)
+    assert set(held) <= set(ids.values())
+    assert stream.graph_attributes["saved_bytes"] == (storage_bytes(*everything) if everything else 0)
+
+
+def test_saved_memory_from_roots_does_not_unpack_hooked_tensors_and_warns_like_the_graph() -> None:
+    layer = nn.Linear(3, 3)
+    calls = []
+
+    def region(t: torch.Tensor) -> torch.Tensor:
+        calls.append(1)
+        return layer(t).relu()
+
+    out = checkpoint.checkpoint(region, torch.randn(2, 3, requires_grad=True), use_reentrant=False)
+    with pytest.warns(UserWarning, match="to_networkx: module= named no backward node"):
+        report = gradexport.saved_memory(out.sum(), module=layer)
+    assert calls == [1] and report.total == 0

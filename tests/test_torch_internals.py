@@ -198,6 +198,66 @@ def test_saved_values_read_and_raw() -> None:
     assert [_torch.signed(dim) for dim in dims] == [-1], changed("Node._saved_dim", f"dim=-1 reads as {dims}")
 
 
+def _graph_nodes(*roots: torch.Tensor) -> list[Any]:
+    seen: dict[Any, None] = {}
+    stack = [root.grad_fn for root in roots]
+    while stack:
+        node = stack.pop()
+        if node is not None and node not in seen:
+            seen[node] = None
+            stack += [child for child, _ in node.next_functions]
+    return list(seen)
+
+
+def test_saved_getters_have_a_raw_getter_exactly_for_tensors() -> None:
+    """saved_storages reads only the values with a raw getter: every other saved value must hold no tensor."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, requires_grad=True)
+    v = torch.randn(6, 6, requires_grad=True)
+    conv = torch.nn.functional.conv2d(x, w, padding=1, stride=2)
+    norm = torch.nn.functional.batch_norm(conv, torch.zeros(4), torch.ones(4), w[:, 0, 0, 0], None, training=True)
+    pooled = torch.nn.functional.max_pool2d(norm.relu(), 2)
+    picked = v[torch.tensor([0, 2]), 1:4]  # IndexBackward0 saves a list of optional tensors
+    embedded = torch.nn.functional.embedding(torch.tensor([1, 0, 1]), v)
+    lstm, _ = torch.nn.LSTM(6, 2)(v.unsqueeze(1))
+    roots = [
+        pooled.sum(),
+        picked.softmax(-1).sum(),
+        torch.nn.functional.layer_norm(embedded, (6,)).logsumexp(-1).sum(),
+        torch.stack([v, v.tanh()]).where(v > 0, v.sigmoid()).pow(2.5).sum(),
+        torch.cat([v, v.exp()]).max(dim=0).values.sum() + torch.linalg.norm(v) + v.clamp(min=-0.5).prod(),
+        lstm.sum(),
+    ]
+    with_raw = 0
+    for node in _graph_nodes(*roots):
+        for getter in _torch.saved_getters(type(node)):
+            try:
+                value = getter.read(node)
+            except RuntimeError:
+                continue
+            items = value if isinstance(value, (list, tuple)) else [value]
+            if getter.raw is None:
+                assert not any(isinstance(item, torch.Tensor) for item in items), changed(
+                    f"{type(node).__name__}._saved_{getter.name}", "a saved tensor without _raw_saved_"
+                )
+            else:
+                with_raw += 1
+                assert not _torch.saved_is_hook_packed(getter.raw(node)), changed("SavedTensor.unpack_hook", "set without hooks")
+    assert with_raw > 20
+
+
+def test_saved_is_hook_packed_for_a_list_of_saved_tensors() -> None:
+    v = torch.randn(3, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):
+        node = v[torch.tensor([0, 2])].grad_fn  # IndexBackward0 saves its indices as a list
+    (getter,) = [getter for getter in _torch.saved_getters(type(node)) if getter.name == "indices"]
+    assert getter.raw is not None and isinstance(getter.raw(node), (list, tuple)), changed(
+        "IndexBackward0._raw_saved_indices", "no longer a list"
+    )
+    assert _torch.saved_is_hook_packed(getter.raw(node)), changed("SavedTensor.unpack_hook", "None in a hooked list")
+
+
 def test_saved_read_failure_recognises_torchs_real_errors() -> None:
     x = torch.randn(3, requires_grad=True)
     loss = (x * x).sum()

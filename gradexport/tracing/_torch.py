@@ -23,7 +23,7 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   where the hook's key is the handle's ``id`` (`node_hook_counts`).
 * ``Node._saved_<name>`` and ``Node._raw_saved_<name>`` with
   ``SavedTensor.unpack_hook`` (`saved_names`, `read_saved`,
-  `saved_is_hook_packed`) and the text of the errors that reading them
+  `saved_getters`, `saved_is_hook_packed`) and the text of the errors that reading them
   raises (`saved_read_failure`).
 * ``torch.utils._pytree.tree_leaves`` (`tensor_leaves`).
 * ``BackwardCFunction._forward_cls``: the ``autograd.Function`` a custom
@@ -60,6 +60,7 @@ Examples:
 
 from __future__ import annotations
 
+import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -75,6 +76,7 @@ __all__ = [
     "FREED_TEXTS",
     "STALE_TEXTS",
     "NodeHooks",
+    "SavedGetter",
     "SlotMetadata",
     "apply_with_graph_freed",
     "call_node",
@@ -97,6 +99,7 @@ __all__ = [
     "raw_saved",
     "read_saved",
     "run_tensor_hooks",
+    "saved_getters",
     "saved_is_hook_packed",
     "saved_names",
     "saved_read_failure",
@@ -395,6 +398,46 @@ def saved_names(node_type: type) -> tuple[str, ...]:
     return tuple(attr[len(_SAVED):] for attr in dir(node_type) if attr.startswith(_SAVED))
 
 
+class SavedGetter(NamedTuple):
+    """How to read one saved attribute of a node type: `read_saved` and `raw_saved` as ready getters."""
+
+    name: str
+    #: ``node._saved_<name>``, as `read_saved` reads it.
+    read: Callable[[Node], Any]
+    #: ``node._raw_saved_<name>``, as `raw_saved` reads it; ``None`` where the type has none
+    #: (torch generates one exactly for the tensors and tensor lists a node saves).
+    raw: Callable[[Node], Any] | None
+
+
+@cache
+def saved_getters(node_type: type) -> tuple[SavedGetter, ...]:
+    """A `SavedGetter` per name of `saved_names`, built once per type.
+
+    Reading the saved tensors of every node of a large graph goes through
+    these: ``getattr(node, "_saved_" + name)`` built the attribute name anew
+    per read, and ``_raw_saved_<name>`` of a value that is no tensor (a size, a
+    scalar) raised and caught an AttributeError.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> node = x.pow(2).grad_fn                       # saves the scalar exponent and the tensor self
+        >>> [(getter.name, getter.raw is None) for getter in saved_getters(type(node))]
+        [('exponent', True), ('self', False)]
+        >>> getter = saved_getters(type(node))[1]
+        >>> getter.read(node) is not None and type(getter.raw(node)).__name__
+        'SavedTensor'
+    """
+    return tuple(
+        SavedGetter(
+            name,
+            operator.attrgetter(_SAVED + name),
+            operator.attrgetter(_RAW + name) if hasattr(node_type, _RAW + name) else None,
+        )
+        for name in saved_names(node_type)
+    )
+
+
 def read_saved(node: Node, name: str) -> Any:
     """``node._saved_<name>``: the saved value, unpacked (a saved-tensor hook's unpack runs).
 
@@ -410,10 +453,12 @@ def raw_saved(node: Node, name: str) -> Any:
 
 
 def saved_is_hook_packed(raw: Any) -> bool:
-    """Whether a raw saved value was packed by saved-tensor hooks (reading it would run their unpack).
+    """Whether a raw saved value (or any item of a list of them) was packed by saved-tensor hooks (reading it would run their unpack).
 
     A freed ``SavedTensor`` reads as not packed: reading its value reports it.
     """
+    if isinstance(raw, (list, tuple)):
+        return any(saved_is_hook_packed(item) for item in raw)
     try:
         return getattr(raw, "unpack_hook", None) is not None
     except RuntimeError:

@@ -114,11 +114,11 @@ from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
 from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
-from .saved import StorageKey, saved_storages, storage_key, summarize_and_count
+from .saved import SavedTally, StorageKey, add_storage, may_hold_storages, saved_storages, summarize_and_count
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
-__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "Trace", "gc_paused", "to_networkx", "trace"]
+__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "SavedNode", "Trace", "gc_paused", "to_networkx", "trace"]
 
 _SPECIAL_BY_OP = {
     "CopySlices": "copy_slices",
@@ -178,6 +178,11 @@ def to_networkx(
     return trace(
         roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata
     ).graph
+
+
+#: What `GraphStream.saved_nodes` gives of a node that holds saved storages, as its graph node has them:
+#: ``(id, op, module, saved_bytes, saved_bytes_shared)``.
+SavedNode = tuple[str, str, str | None, int, int]
 
 
 class Trace(NamedTuple):
@@ -366,15 +371,8 @@ class GraphStream:
         # the out-edges already known (a root tensor's, drawn when it is named).
         self.queue: deque[tuple[str, NextFunctions, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]] = deque()
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
-        self.saved_storages: set[StorageKey] = set()
-        self.saved_bytes = 0
-        # With saved=True: each node's saved storages (key, bytes, counted first here), so that
-        # those of parameters (leaves) and buffers can be told from activations once every leaf is known.
-        self.saved_by_node: dict[str, list[tuple[StorageKey, int, bool]]] = {}
-        self.leaf_storages: set[StorageKey] = set()
-        self.buffer_storages: set[StorageKey] = set()
-        if saved and module is not None:
-            self.buffer_storages = {key for buffer in module.buffers() if (key := storage_key(buffer)) is not None}
+        #: With saved=True: the nodes' saved storages, and the leaves' and buffers'.
+        self.tally = SavedTally(module.buffers() if saved and module is not None else ())
         self.source_attributes = cache(source_attributes)
 
     def __iter__(self) -> Iterator[Adjacency]:
@@ -421,12 +419,7 @@ class GraphStream:
                 edge_count += 1
             yield source, attributes, out
         self.edge_count, self.none_slot_count = edge_count, none_slot_count
-        if self.backward_count and not self.module_node_count:
-            warnings.warn(
-                f"{self.caller}: module= named no backward node, since the forward pass did not run inside "
-                "gradexport.capture_modules(): run it there to box nodes by module (the leaves are named all the same)",
-                stacklevel=2,
-            )
+        self.warn_if_no_module_named()
         self.graph_attributes.update(
             torch_version=torch.__version__,
             roots=root_records,
@@ -435,28 +428,90 @@ class GraphStream:
             num_none_slots=self.none_slot_count,
         )
         if self.saved:
-            self.graph_attributes["saved_bytes"] = self.saved_bytes
-            self.split_saved_bytes()
+            self.graph_attributes.update(self.tally.split())
 
-    def split_saved_bytes(self) -> None:
-        """``saved_bytes_parameters``, ``saved_bytes_buffers``, ``saved_bytes_activations`` and ``saved_weights``."""
-        kinds = {"parameters": self.leaf_storages, "buffers": self.buffer_storages - self.leaf_storages}
-        totals = dict.fromkeys(kinds, 0)
-        weights: dict[str, list[int]] = {}
-        for node_id, storages in self.saved_by_node.items():
-            held = [0, 0]
-            for key, nbytes, first in storages:
-                for kind, keys in kinds.items():
-                    if key in keys:
-                        held[0 if first else 1] += nbytes
-                        if first:
-                            totals[kind] += nbytes
-            if held != [0, 0]:
-                weights[node_id] = held
-        self.graph_attributes["saved_bytes_parameters"] = totals["parameters"]
-        self.graph_attributes["saved_bytes_buffers"] = totals["buffers"]
-        self.graph_attributes["saved_bytes_activations"] = self.saved_bytes - totals["parameters"] - totals["buffers"]
-        self.graph_attributes["saved_weights"] = weights
+    def warn_if_no_module_named(self) -> None:
+        """Warn when ``module=`` was given but named no backward node (the forward pass ran outside `gradexport.capture_modules`)."""
+        if self.backward_count and not self.module_node_count:
+            warnings.warn(
+                f"{self.caller}: module= named no backward node, since the forward pass did not run inside "
+                "gradexport.capture_modules(): run it there to box nodes by module (the leaves are named all the same)",
+                stacklevel=3,
+            )
+
+    def saved_nodes(self) -> list[SavedNode]:
+        """Walk the graph as iterating does, keeping only what `gradexport.saved_memory` reports: the saved bytes.
+
+        For a stream made with ``saved=True``: the nodes whose saved tensors
+        hold storage bytes, with the id, ``op``, ``module``, ``saved_bytes`` and
+        ``saved_bytes_shared`` they have in `to_networkx`'s graph, in id order;
+        afterwards `graph_attributes` holds the graph's ``saved_*`` attributes
+        (and `ids` stays empty). It consumes the stream: call it instead of
+        iterating, once. It makes no attribute dicts, edges or summaries of
+        saved values: on a 10^5-node MLP it took a sixth of the time of
+        building the graph with ``saved=True``.
+
+        Examples:
+            >>> import torch
+            >>> x = torch.ones(4, requires_grad=True)
+            >>> stream = GraphStream(x.exp().sum(), saved=True)
+            >>> stream.saved_nodes()
+            [('n2', 'ExpBackward0', None, 16, 0)]
+            >>> stream.graph_attributes["saved_bytes"]
+            16
+        """
+        if self.started:
+            raise StreamConsumedError("a GraphStream can be iterated only once; create a new one")
+        self.started = True
+        tally, module_names, leaf_modules = self.tally, self.module_names, self.leaf_modules
+        # The number of each node's id, as new_id would give it: string ids are made only for the nodes returned.
+        numbers: dict[Node, int] = {}
+        order: list[Node] = []
+        count = 0
+        for root in self.roots:
+            if root.tensor is not None and not root.is_leaf_tensor:
+                count += 1  # the root tensor's node
+            if root.node not in numbers:
+                numbers[root.node] = count
+                count += 1
+                order.append(root.node)
+        if count >= PROTECT_AT_NODES:
+            protect_deep_free(PROTECT_AT_NODES)
+        found: list[SavedNode] = []
+        # Per node type: its op, and whether it can save tensors at all.
+        facts: dict[type, tuple[str, bool]] = {}
+        for node in order:  # grows as it goes: breadth-first, in id order
+            for child, _ in node.next_functions:
+                if child is not None and child not in numbers:
+                    numbers[child] = count
+                    count += 1
+                    order.append(child)
+                    if count == PROTECT_AT_NODES:
+                        protect_deep_free(PROTECT_AT_NODES)
+            node_type = type(node)
+            fact = facts.get(node_type)
+            if fact is None:
+                fact = facts[node_type] = (node_type.__name__, may_hold_storages(node_type))
+            op, may_hold = fact
+            module: str | None = None
+            if op == "AccumulateGrad":
+                variable = leaf_variable(node)
+                add_storage(tally.leaf_storages, variable)
+                module = leaf_modules.get(id(variable))
+            elif module_names is not None:
+                self.backward_count += 1
+                module = named_module_of(node, module_names)
+                if module is not None:
+                    self.module_node_count += 1
+            if may_hold and (storages := saved_storages(node)):
+                node_id = f"n{numbers[node]}"
+                own, shared = tally.count(node_id, storages)
+                if own or shared:
+                    found.append((node_id, op, module, own, shared))
+        self.node_count = count
+        self.warn_if_no_module_named()
+        self.graph_attributes.update(tally.split())
+        return found
 
     def to_networkx(self) -> nx.MultiDiGraph:
         """Store the whole stream in the MultiDiGraph that `to_networkx` returns.
@@ -514,8 +569,8 @@ class GraphStream:
         if op == "AccumulateGrad":
             variable = leaf_variable(node)
             attributes["kind"] = "leaf"
-            if self.saved and (key := storage_key(variable)) is not None:
-                self.leaf_storages.add(key)
+            if self.saved:
+                add_storage(self.tally.leaf_storages, variable)
             attributes.update(tensor_meta(variable))
             attributes["names"] = list(self.names_by_tensor.get(id(variable), ()))
             owner = self.leaf_modules.get(id(variable))
@@ -545,19 +600,9 @@ class GraphStream:
 
         ``storages``: `saved_storages` of ``node``, where the caller has them already.
         """
-        fresh = shared = 0
-        held = self.saved_by_node[self.ids[node]] = []
-        for key, nbytes in (saved_storages(node) if storages is None else storages).items():
-            first = key not in self.saved_storages
-            if first:
-                self.saved_storages.add(key)
-                fresh += nbytes
-            else:
-                shared += nbytes
-            held.append((key, nbytes, first))
-        attributes["saved_bytes"] = fresh
-        attributes["saved_bytes_shared"] = shared
-        self.saved_bytes += fresh
+        attributes["saved_bytes"], attributes["saved_bytes_shared"] = self.tally.count(
+            self.ids[node], saved_storages(node) if storages is None else storages
+        )
 
     def none_node(self) -> str:
         """A new ``kind="none"`` node, queued so that it keeps its place in id order."""
