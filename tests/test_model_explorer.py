@@ -6,6 +6,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import socket
 import subprocess
 import sys
@@ -180,6 +181,23 @@ def test_modules_become_nested_layers(tmp_path: Path) -> None:
     assert {namespace for namespace in groups if namespace} == {module.replace(".", "/") for module in modules}
     assert groups["hidden"] == {"module": "hidden", "class": "Linear"}
     assert groups[""]["class"] == "TiedMLP"
+
+
+@needs_explorer
+def test_the_same_graph_gives_the_same_bytes_in_every_process(tmp_path: Path) -> None:
+    # The module layers came from a set, so their order followed the process's string hash seed.
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); from cases import CASES; import gradexport;"
+        "case = CASES['mlp_tied'](); graph = gradexport.to_networkx(case.roots, params=case.params or None, module=case.module);"
+        "from gradexport.formats.model_explorer import write_model_explorer; write_model_explorer(graph, sys.argv[1])"
+    )
+    files = []
+    for seed in ("1", "2", "3"):
+        path = tmp_path / f"seed{seed}.me.json"
+        subprocess.run([sys.executable, "-c", code, str(path)], cwd=REPO, check=True, env={**os.environ, "PYTHONHASHSEED": seed})
+        files.append(path.read_bytes())
+    assert len(json.loads(files[0])["graphs"][0]["groupNodeAttributes"]) > 2
+    assert files[0] == files[1] == files[2]
 
 
 @needs_explorer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import ModelExplorerNotInstalledError
@@ -144,7 +144,7 @@ def _collect(source: GraphSource, options: DiagramOptions | None) -> tuple[list[
     nodes: dict[str, _Node] = {}
     none_nodes: list[str] = []
     incoming: dict[str, list[tuple[str, str, str]]] = {}
-    paths: set[str] = set()
+    paths: dict[str, None] = {}  # in the order the walk meets them: a set's order follows the hash seed
     for node, attributes, out in adjacency(source):
         kind = attributes.get("kind")
         if kind == "none" and show_none is False:
@@ -152,7 +152,7 @@ def _collect(source: GraphSource, options: DiagramOptions | None) -> tuple[list[
         node_id = node if isinstance(node, str) else element_id(node)
         record = _Node(node_id, _label(node, attributes), node_namespace(attributes), attributes, _style(attributes))
         if isinstance(attributes.get("module"), str):
-            paths.add(attributes["module"])
+            paths[attributes["module"]] = None
         if kind == "none":
             none_nodes.append(node_id)
         nodes[node_id] = record
@@ -234,7 +234,7 @@ def to_model_explorer(
     )
     return builder.GraphCollection(label=label, graphs=[graph])
 
-def _group_attributes(graph_attrs: Mapping[str, Any], paths: set[str]) -> dict[str, dict[str, str]]:
+def _group_attributes(graph_attrs: Mapping[str, Any], paths: Iterable[str]) -> dict[str, dict[str, str]]:
     """The attributes of every module layer (and, under ``""``, of the graph)."""
     classes = graph_attrs.get("module_classes")
     classes = classes if isinstance(classes, Mapping) else {}
