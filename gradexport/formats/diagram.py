@@ -154,7 +154,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         for target, keyed in out.items():
             if hide_none_nodes and source.to_none_node(attributes, target, keyed):
                 continue
-            target_id = str(target) if ids_as_they_are else element_id(target)
+            target_id = target if ids_as_they_are else element_id(target)
             for data in keyed.values():
                 indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
                 plain = edge_looks.get(indices)
@@ -189,8 +189,9 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         where = attributes.get("source")
         tooltip = printable(f"{where}: {attributes.get('source_code', '')}") if isinstance(where, str) else None
         yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip))
-        for slot in drawn_none:
-            yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
+        if drawn_none:
+            for slot in drawn_none:
+                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
 #: What `ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.

@@ -416,13 +416,14 @@ class GraphStream:
                         edge_count += 1
                     continue
                 target = ids.get(child) or add(child)
-                keyed = out.get(target)
-                if keyed is None:
-                    keyed = out[target] = {}
                 if edge_attributes is None:
-                    keyed[index] = {"next_index": index, "input_nr": input_nr}
+                    record = {"next_index": index, "input_nr": input_nr}
                 else:
-                    keyed[index] = edge_attributes(index, child, input_nr)
+                    record = edge_attributes(index, child, input_nr)
+                if target in out:  # a parallel edge
+                    out[target][index] = record
+                else:
+                    out[target] = {index: record}
                 edge_count += 1
             yield source, attributes, out
         self.edge_count, self.none_slot_count = edge_count, none_slot_count
@@ -504,7 +505,10 @@ class GraphStream:
 
     def add(self, node: Node) -> str:
         """A new id for ``node``, not seen before, and its attributes, queued for expansion."""
-        node_id = self.ids[node] = self.new_id()
+        node_id = self.ids[node] = f"n{self.node_count}"  # new_id, without a call per node
+        self.node_count += 1
+        if self.node_count == PROTECT_AT_NODES:
+            protect_deep_free(PROTECT_AT_NODES)
         next_functions = node.next_functions
         op, special, sequence_nr_of = _type_facts(type(node))
         attributes: dict[str, Any]
