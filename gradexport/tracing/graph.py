@@ -287,14 +287,22 @@ def gc_paused() -> Iterator[None]:
 NextFunctions = tuple[tuple[Node | None, int], ...]
 
 
-@cache
-def _type_facts(node_type: type) -> tuple[str, str | None, Callable[[Node], int]]:
+TypeFacts = tuple[str, str | None, Callable[[Node], int]]
+#: `_type_facts` of every Node type met so far. The walk reads it directly: a dict look-up
+#: measured 30 ns per node, against 60 to 110 ns for a call to a functools.cache function.
+_TYPE_FACTS: dict[type, TypeFacts] = {}
+
+
+def _type_facts(node_type: type) -> TypeFacts:
     """``op`` and ``special`` of every Node of this type, and its ``_sequence_nr`` getter (no call layer per node)."""
-    op = node_type.__name__
-    special = _SPECIAL_BY_OP.get(op)
-    if special is None and issubclass(node_type, torch.autograd.function.BackwardCFunction):
-        special = "custom_function"
-    return op, special, sequence_nr_getter(node_type)
+    facts = _TYPE_FACTS.get(node_type)
+    if facts is None:
+        op = node_type.__name__
+        special = _SPECIAL_BY_OP.get(op)
+        if special is None and issubclass(node_type, torch.autograd.function.BackwardCFunction):
+            special = "custom_function"
+        facts = _TYPE_FACTS[node_type] = (op, special, sequence_nr_getter(node_type))
+    return facts
 
 
 class GraphStream:
@@ -510,7 +518,8 @@ class GraphStream:
         if self.node_count == PROTECT_AT_NODES:
             protect_deep_free(PROTECT_AT_NODES)
         next_functions = node.next_functions
-        op, special, sequence_nr_of = _type_facts(type(node))
+        node_type = type(node)
+        op, special, sequence_nr_of = _TYPE_FACTS.get(node_type) or _type_facts(node_type)
         attributes: dict[str, Any]
         if self.drawn_only:
             attributes = {"kind": "backward", "op": op}
