@@ -310,9 +310,10 @@ class GraphStream:
 
     It takes the arguments of `to_networkx` and checks them at once, and
     ``drawn_only``: leave out ``torch_name``, ``sequence_nr`` and
-    ``num_next``, which no diagram draws (for a stream drawn by `to_dot`,
-    reading them was a tenth of its time: ``node.name()`` alone measured
-    0.2 µs per node). Iterating yields an `Adjacency` per node, in id order, each once
+    ``num_next``, which no diagram draws, and ``none_slots`` unless None
+    slots are drawn (``show_none``): for a stream drawn by `to_dot`, reading
+    them was a tenth of its time (``node.name()`` alone measured 0.2 µs per
+    node). Iterating yields an `Adjacency` per node, in id order, each once
     its out-edges are known; after the last one, `graph_attributes`
     holds the graph attributes and `ids` the Node of every id.
     `to_networkx` stores these records in a MultiDiGraph; the writers
@@ -410,11 +411,14 @@ class GraphStream:
         queue, ids, add, show_none = self.queue, self.ids, self.add, self.show_none
         edge_attributes = self.edge_attributes if self.edge_metadata else None
         edge_count, none_slot_count = self.edge_count, 0
+        keep_slots = show_none or not self.drawn_only
         while queue:
             source, next_functions, attributes, out = queue.popleft()
             for index, (child, input_nr) in enumerate(next_functions):
                 if child is None:
                     none_slot_count += 1
+                    if not keep_slots:
+                        continue
                     if "none_slots" in attributes:
                         attributes["none_slots"].append(index)
                     else:
