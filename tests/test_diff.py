@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
+from difflib import SequenceMatcher
 from pathlib import Path
 
 import networkx as nx
@@ -12,7 +14,7 @@ from torch import nn
 from torch.utils import checkpoint
 
 import gradexport
-from gradexport.analysis.diff import differs
+from gradexport.analysis.diff import _Aligner, _automaton_match, differs
 from gradexport.core.marks import DIFF_STATES
 from gradexport.tracing.graph import trace
 
@@ -198,3 +200,30 @@ def test_one_change_in_an_unnamed_chain_is_one_change_at_every_size(length: int)
     inserted = gradexport.diff(unnamed_chain(length), unnamed_chain(length, "exp"))
     assert inserted.graph["diff"]["nodes"] == {"same": length + 2, "changed": 0, "added": 1, "removed": 0}
     assert [data["op"] for _, data in inserted.nodes(data=True) if data["diff"] == "added"] == ["ExpBackward0"]
+
+
+def repetitive(rng: random.Random, alphabet: str, runs: int, longest: int) -> list[str]:
+    """Tokens in runs of one letter, as the ops of a chain are: the case difflib's search is quadratic in."""
+    tokens: list[str] = []
+    for _ in range(rng.randint(0, runs)):
+        tokens += [rng.choice(alphabet)] * rng.randint(1, longest)
+    return tokens
+
+
+def test_the_linear_longest_match_is_difflibs() -> None:
+    # _Aligner finds some longest matches with a suffix automaton instead of difflib's loop:
+    # the match (longest, earliest in a, then in b) and so the whole alignment must be difflib's.
+    rng = random.Random(26)
+    automaton_used = 0
+    for trial in range(3000):
+        alphabet = "abcd"[: rng.randint(1, 4)]
+        a, b = repetitive(rng, alphabet, 8, 40), repetitive(rng, alphabet, 8, 40)
+        reference = SequenceMatcher(None, a, b, autojunk=False)
+        alo, blo = rng.randint(0, len(a)), rng.randint(0, len(b))
+        ahi, bhi = rng.randint(alo, len(a)), rng.randint(blo, len(b))
+        assert _automaton_match(a, b, alo, ahi, blo, bhi) == reference.find_longest_match(alo, ahi, blo, bhi), (a, b, alo, ahi, blo, bhi)
+        aligner = _Aligner(a, b)
+        assert aligner.get_opcodes() == reference.get_opcodes(), (a, b)
+        tokens = len(a) + len(b)
+        automaton_used += len(a) * len(b) > 16 * tokens and sum(b.count(token) for token in a) > 16 * tokens
+    assert automaton_used > 100

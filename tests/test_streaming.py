@@ -42,13 +42,15 @@ def test_a_stream_is_drawn_with_the_bytes_of_its_graph(name: str) -> None:
         diagram = DiagramOptions(**options)
         graph = gradexport.to_networkx(case.roots, **model, **walk_options(options))
         for write in (dot.to_dot, mermaid.to_mermaid):
-            streamed = write(GraphStream(case.roots, **model, **walk_options(options)), diagram)
-            assert streamed == write(graph, diagram), (write.__module__, options)
+            for drawn_only in (False, True):  # the export functions leave out what no diagram draws
+                streamed = write(GraphStream(case.roots, **model, **walk_options(options), drawn_only=drawn_only), diagram)
+                assert streamed == write(graph, diagram), (write.__module__, options, drawn_only)
     # None nodes in the stream, hidden by the diagram: found from the parent's none_slots.
     hidden = DiagramOptions(show_none=False)
     graph = gradexport.to_networkx(case.roots, **model, show_none=True)
     for write in (dot.to_dot, mermaid.to_mermaid):
-        assert write(GraphStream(case.roots, **model, show_none=True), hidden) == write(graph, hidden)
+        for drawn_only in (False, True):
+            assert write(GraphStream(case.roots, **model, show_none=True, drawn_only=drawn_only), hidden) == write(graph, hidden)
     graph = gradexport.to_networkx(case.roots, **model, edge_metadata=True, show_none=True)
     assert json.to_json(GraphStream(case.roots, **model, edge_metadata=True, show_none=True)) == json.to_json(graph)
 

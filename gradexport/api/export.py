@@ -141,6 +141,7 @@ def prepare(
         if diagram.edge_shapes and any(spec.diagram for spec in specs):
             _warn_without_shapes(graph_or_roots, caller)
     else:
+        streams = not whole and len(specs) == 1 and not options.fold.folds and specs[0].streams(options)
         walk = GraphStream(
             graph_or_roots,
             params=options.trace.params,
@@ -148,9 +149,9 @@ def prepare(
             show_none=bool(diagram.show_none),
             saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
+            drawn_only=streams and specs[0].drawn_only,
             caller=f"gradexport.{caller}",
         )
-        streams = not whole and len(specs) == 1 and not options.fold.folds and specs[0].streams(options)
         source = Source(None, walk) if streams else Source(walk.to_networkx())
     if options.fold.folds:
         graph = source.whole("folding modules (depth=, fold_modules=)")

@@ -66,6 +66,9 @@ class Format:
         diagram: Whether it draws a diagram, and so takes the diagram options.
         streams: Whether it can draw a one-pass stream with these options
             (else the graph is built first).
+        drawn_only: Whether it reads only what `gradexport.formats.diagram`
+            draws, so that a stream it draws may leave out the rest (see
+            `gradexport.GraphStream`).
     """
 
     name: str
@@ -75,6 +78,7 @@ class Format:
     write: Callable[[Source, IO[str], ExportOptions], None] | None = None
     diagram: bool = True
     streams: Callable[[ExportOptions], bool] = _always
+    drawn_only: bool = False
 
     def write_to(self, source: Source, file: IO[str], options: ExportOptions) -> None:
         """Write ``source`` to ``file`` with the format's writer."""
@@ -200,6 +204,7 @@ register(
         "Graphviz DOT text",
         text=_drawn(dot.to_dot),
         write=_drawn_to(dot.write_dot),
+        drawn_only=True,
     )
 )
 register(
@@ -209,6 +214,7 @@ register(
         "SVG laid out by Graphviz",
         text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog, options.render.dot_timeout),
         write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog, options.render.dot_timeout),
+        drawn_only=True,
     )
 )
 register(
@@ -219,6 +225,7 @@ register(
         text=fitted_mermaid,
         # Fitting folds modules, which needs the whole graph; only a trace with module= has them.
         streams=lambda options: not (options.fold.fit and options.trace.module is not None),
+        drawn_only=True,
     )
 )
 register(

@@ -15,7 +15,9 @@ second copy of it in memory; the text is the same as for the graph.
 A stream sets ``graph_attributes`` (the graph's ``graph`` dict) once it is
 exhausted. A stream whose ids are all the graph model's (``n0``, ``n1``...)
 says so with ``model_ids = True``, which spares the diagram writers a check
-per node and edge (see `gradexport.formats.labels.element_id`).
+per node and edge (see `gradexport.formats.labels.element_id`); one that
+yields no None slot's node (``kind="none"``) says so with ``show_none =
+False``, which spares them one per edge (see `Source.to_none_node`).
 
 Examples:
     >>> import networkx as nx
@@ -62,7 +64,8 @@ Adjacency = tuple[Any, dict[str, Any], KeyedEdges]
 class AdjacencyStream(Protocol):
     """A one-pass stream of `Adjacency` records with the graph attributes at its end.
 
-    It may also have ``model_ids = True`` when every id is ``n`` followed by digits.
+    It may also have ``model_ids = True`` when every id is ``n`` followed by digits,
+    and ``show_none = False`` when no node is a None slot's.
     """
 
     #: The graph attributes, complete once the stream is exhausted.
@@ -146,6 +149,11 @@ class Source:
     def marked(self) -> bool:
         """Whether nodes and edges carry marks: a diff's states or a non-finite report's (whole graphs only)."""
         return self.graph is not None and ("diff" in self.graph.graph or "nonfinite" in self.graph.graph)
+
+    @cached_property
+    def none_nodes(self) -> bool:
+        """Whether some nodes may be None slots' (``kind="none"``): not in a stream that says ``show_none = False``."""
+        return self.graph is not None or getattr(self._stream, "show_none", True) is not False
 
     def to_none_node(self, attributes: Mapping[str, Any], target: Hashable, keyed: Mapping[Any, Any]) -> bool:
         """Whether the edges ``keyed`` from a node with ``attributes`` to ``target`` lead to a None slot's node.

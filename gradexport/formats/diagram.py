@@ -120,10 +120,12 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
     box_depth = options.box_depth
     show_none = options.show_none
     hide_none = show_none is False
+    hide_none_nodes = hide_none and source.none_nodes
     edge_shapes = options.edge_shapes
     grad_norms = options.grad_norms
     exec_order, saved_bytes = options.exec_order, options.saved_bytes
     marked = source.marked
+    plain_edges = not edge_shapes and not marked  # and an edge without "count" or a drawn "grad": its look is its indices
     scale: GradScale | None = None  # computed on the first edge that carries a gradient
     node_looks: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
     edge_looks: dict[tuple[Any, Any], EdgeLook] = {}
@@ -150,15 +152,15 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         drawn_none = drawn_none_slots(attributes, out) if show_none else ()
         edges: list[tuple[str, EdgeLook]] = []
         for target, keyed in out.items():
-            if hide_none and source.to_none_node(attributes, target, keyed):
+            if hide_none_nodes and source.to_none_node(attributes, target, keyed):
                 continue
-            target_id = str(target) if ids_as_they_are else element_id(target)
+            target_id = target if ids_as_they_are else element_id(target)
             for data in keyed.values():
                 indices = (data.get("next_index", "?"), data.get("input_nr", "?"))
                 plain = edge_looks.get(indices)
                 if plain is None:
                     plain = edge_looks[indices] = EdgeLook((f"{indices[0]}→{indices[1]}",))
-                if not edge_shapes and not marked and "count" not in data and not (grad_norms and "grad" in data):
+                if plain_edges and "count" not in data and not (grad_norms and "grad" in data):
                     edges.append((target_id, plain))
                     continue
                 first = plain.lines[0]
@@ -187,8 +189,9 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         where = attributes.get("source")
         tooltip = printable(f"{where}: {attributes.get('source_code', '')}") if isinstance(where, str) else None
         yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip))
-        for slot in drawn_none:
-            yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
+        if drawn_none:
+            for slot in drawn_none:
+                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
 #: What `ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.

@@ -148,14 +148,15 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
     source = Source.of(graph)
     boxes = ModuleBoxes(source.graph_attributes.get("module_classes"))
     for node in diagram(source, options):
+        node_id = node.id
         if node.style == "leaf":
-            leaves.append(node.id)
+            leaves.append(node_id)
         for target, edge_look in node.edges:
-            leaf_parents.setdefault(target, node.id)
+            leaf_parents.setdefault(target, node_id)
             text = edge_texts.get(edge_look)
             if text is None:
                 text = edge_texts[edge_look] = _edge_text(edge_look)
-            edge_lines.append(f'  "{node.id}" -> "{target}" [{text}];')
+            edge_lines.append(f'  "{node_id}" -> "{target}" [{text}];')
         if node.group is None:
             yield node_line(node, "  ")
         else:
