@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 
@@ -153,15 +153,38 @@ MAX_NESTING = 100
 
 def _check_nesting(data: Any) -> None:
     """Refuse a document nested deeper than `MAX_NESTING`, naming the path to the first value that is (no recursion)."""
-    stack: list[tuple[Any, str, int]] = [(data, "", 0)]
+    # Only containers are stacked, each with its parent and key, and a path is spelled only for the misfit:
+    # spelling every value's path was a third of from_json (0.30 of 0.87 s on a 10^4-node chain, profiled).
+    stack: list[_Nest] = [_Nest(data, 0, None, "")] if isinstance(data, (dict, list)) else []
     while stack:
-        value, path, depth = stack.pop()
-        if depth > MAX_NESTING:
-            raise _Misfit(path, f"nested deeper than {MAX_NESTING} levels")
-        if isinstance(value, dict):
-            stack.extend((item, f"{path}.{name}" if path else str(name), depth + 1) for name, item in value.items())
-        elif isinstance(value, list):
-            stack.extend((item, f"{path}[{index}]", depth + 1) for index, item in enumerate(value))
+        nest = stack.pop()
+        items = nest.value.items() if isinstance(nest.value, dict) else enumerate(nest.value)
+        for key, item in items:
+            if nest.depth == MAX_NESTING:
+                raise _Misfit(_Nest(item, nest.depth + 1, nest, key).path(), f"nested deeper than {MAX_NESTING} levels")
+            if isinstance(item, (dict, list)):
+                stack.append(_Nest(item, nest.depth + 1, nest, key))
+
+
+class _Nest(NamedTuple):
+    """A container of a JSON document, where `_check_nesting` found it."""
+
+    value: Any
+    depth: int
+    parent: _Nest | None
+    key: str | int
+
+    def path(self) -> str:
+        """``nodes[0].mine[0]``: the keys from the document down to this value."""
+        keys: list[str | int] = []
+        nest: _Nest | None = self
+        while nest is not None and nest.parent is not None:
+            keys.append(nest.key)
+            nest = nest.parent
+        path = ""
+        for key in reversed(keys):
+            path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key)
+        return path
 
 
 def _graph_of(data: Any) -> nx.MultiDiGraph:
