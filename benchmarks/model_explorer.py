@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 import gradexport
+from gradexport.core.collector import gc_paused
 from gradexport.formats.json import write_json
 from gradexport.formats.model_explorer import (
     diff_panes,
@@ -64,7 +65,7 @@ from gradexport.formats.model_explorer import (
     write_model_explorer,
 )
 from gradexport.frontends.model_explorer_server import free_port
-from gradexport.tracing.graph import GraphStream, gc_paused
+from gradexport.tracing.graph import GraphStream
 from tests.browser_fixtures import CHROMIUM, CHROMIUM_ARGS, block_outside
 
 RESULTS = Path(__file__).parent / "results"

@@ -42,8 +42,8 @@ import torch
 from torch import nn
 
 import gradexport
+from gradexport.core.collector import gc_paused
 from gradexport.formats.html import to_html, viewer_bundle, write_html
-from gradexport.tracing.graph import gc_paused
 
 from .generators import deep_chain
 

@@ -58,11 +58,11 @@ from typing import Any
 
 import networkx as nx
 
+from ..core.collector import gc_paused
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
 from ..core.reports import html_block, html_table
 from ..core.source import KeyedEdges, node_data, predecessors, successors
-from ..tracing.graph import gc_paused
 
 __all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
 

@@ -56,13 +56,14 @@ from ..analysis.simplify import collapse, has_modules
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
 from ..backward.watch_file import WatchHistory
+from ..core.collector import gc_paused
 from ..core.errors import ArgumentTypeError, ArgumentValueError, StepsUnavailableError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
 from ..formats.files import StagedFiles
 from ..formats.html import STEPS_ATTRIBUTE
-from ..tracing.graph import GraphStream, gc_paused
+from ..tracing.graph import GraphStream
 from ..tracing.roots import Roots
 from .registry import DEFAULT_FORMATS, FORMATS, Format, parse_formats, read_options
 

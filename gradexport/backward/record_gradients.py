@@ -31,8 +31,9 @@ from typing import Any
 import networkx as nx
 import torch
 
+from ..core.collector import gc_paused
 from ..core.source import node_data, successors
-from ..tracing.graph import Params, Trace, gc_paused, trace
+from ..tracing.graph import Params, Trace, trace
 from ..tracing.roots import Roots
 from .gradient_stats import gradient_summary
 from .start_gradients import GradOutputs, Start, start_gradients

@@ -76,6 +76,7 @@ from typing import Any
 import torch
 from torch.autograd.graph import Node
 
+from ..core.collector import gc_paused
 from ..core.errors import ReplayError
 from ..core.source import node_data
 from ..tracing._torch import (
@@ -90,7 +91,7 @@ from ..tracing._torch import (
     sequence_nr,
     tensor_hook_count,
 )
-from ..tracing.graph import Params, gc_paused, trace
+from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from .engine_queue import engine_order
 from .gradient_stats import gradient_summary

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 
 import networkx as nx
 
+from ..core.collector import gc_paused
 from ..core.errors import GraphFormatError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import GraphSource, Source
@@ -140,7 +141,8 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
         raise GraphFormatError(f"not a gradexport graph: arrays or objects nested deeper than {MAX_NESTING} levels") from None
     try:
         _check_nesting(data)
-        return _graph_of(data)
+        with gc_paused():  # the collector rescans the growing graph: measured 0.29 against 0.21 s on a 10^4 chain
+            return _graph_of(data)
     except _Misfit as misfit:
         raise GraphFormatError(f"not a gradexport graph: {misfit.path}: {misfit.problem}") from None
 
@@ -388,6 +390,14 @@ def _quick(spec: Any) -> Any:
         predicate = _is_values
     elif spec is type(None):
         predicate = lambda value: value is None  # noqa: E731
+    elif isinstance(spec, _ListOf) and spec.item in (str, _Index):
+        # Shapes, slots and names, on most records: their elements' types in one map, without a Python
+        # call per element (measured 0.19 against 0.25 s for from_json of a 10^4-node chain).
+        types = frozenset({spec.item if spec.item is str else int})
+        if spec.item is str:
+            predicate = lambda value: type(value) is list and types.issuperset(map(type, value))  # noqa: E731
+        else:
+            predicate = lambda value: type(value) is list and types.issuperset(map(type, value)) and min(value, default=0) >= 0  # noqa: E731
     elif isinstance(spec, _ListOf):
         item = _quick(spec.item)
         predicate = lambda value: type(value) is list and all(item(entry) for entry in value)  # noqa: E731

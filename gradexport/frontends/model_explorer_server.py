@@ -59,12 +59,12 @@ import networkx as nx
 
 from ..api.diff import Diffable, diff, load_graph
 from ..core import temporaries
+from ..core.collector import gc_paused
 from ..core.errors import ArgumentValueError, MissingFileError, ServerError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
 from ..formats.model_explorer import EXTENSION, diff_panes, node_data_for, write_model_explorer
 from ..formats.model_explorer.graph import model_explorer_package, node_namespace
-from ..tracing.graph import gc_paused
 
 __all__ = ["DIFF_GRAPH_IDS", "OPEN_LAYERS", "free_port", "serve_model_explorer", "serve_model_explorer_diff", "show_model_explorer"]
 

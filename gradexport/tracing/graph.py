@@ -94,11 +94,9 @@ after the tensors are gone.
 
 from __future__ import annotations
 
-import gc
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -106,6 +104,7 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from ..core.collector import gc_paused
 from ..core.errors import ArgumentTypeError, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
@@ -118,7 +117,7 @@ from .saved import SavedTally, StorageKey, add_storage, may_hold_storages, saved
 from .stack import PROTECT_AT_NODES, protect_deep_free
 from .tensors import tensor_meta
 
-__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "SavedNode", "Trace", "gc_paused", "to_networkx", "trace"]
+__all__ = ["KINDS", "SPECIAL_KINDS", "Adjacency", "GraphStream", "Params", "RootError", "SavedNode", "Trace", "to_networkx", "trace"]
 
 _SPECIAL_BY_OP = {
     "CopySlices": "copy_slices",
@@ -271,22 +270,6 @@ def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
     for name, tensor in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
         owners.setdefault(id(tensor), name.rpartition(".")[0])
     return owners
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector, as while a large graph is walked or built.
-
-    The collector rescans the growing graph's dicts again and again: building
-    a 10^5-node graph takes 1.6 to 2 times longer with it running.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 NextFunctions = tuple[tuple[Node | None, int], ...]
