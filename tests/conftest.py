@@ -9,7 +9,9 @@ import pytest
 from hypothesis import settings
 
 # The same examples on every run: a property test that fails does so in CI and on a laptop alike.
-settings.register_profile("gradexport", derandomize=True)
+# No deadline: hypothesis's 200 ms per example is a timed assertion, and on this shared 2-core
+# machine a loaded run made test_gradient_stats exceed it once.
+settings.register_profile("gradexport", derandomize=True, deadline=None)
 settings.load_profile("gradexport")
 
 

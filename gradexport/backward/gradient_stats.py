@@ -97,15 +97,7 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
         low = float(tensor.min()) if real else None
         high = float(tensor.max()) if real else None
         has_nan, has_inf = bool(torch.isnan(tensor).any()), bool(torch.isinf(tensor).any())
-    summary: dict[str, Any] = {
-        "shape": list(tensor.shape),
-        "dtype": type_name(tensor.dtype),
-        "norm": norm,
-        "min": low,
-        "max": high,
-        "has_nan": has_nan,
-        "has_inf": has_inf,
-    }
+    summary = _summary(tensor, norm, low, high, has_nan, has_inf)
     if tensor.numel() <= values_up_to:
         summary["values"] = (torch.view_as_real(tensor) if tensor.is_complex() else tensor).tolist()
     return summary
@@ -130,15 +122,21 @@ def _small_summary(tensor: torch.Tensor, values: Any, flat: list[float], *, valu
         zeros = flat if low == high else [value for value in flat if value == 0]
         if len(set(map(math.copysign, repeat(1.0), zeros))) > 1:
             return None
-    summary: dict[str, Any] = {
+    summary = _summary(tensor, norm, low, high, math.isnan(norm), math.isinf(low) or math.isinf(high))
+    if len(flat) <= values_up_to:
+        summary["values"] = values
+    return summary
+
+
+def _summary(
+    tensor: torch.Tensor, norm: float, low: float | None, high: float | None, has_nan: bool, has_inf: bool
+) -> dict[str, Any]:
+    return {
         "shape": list(tensor.shape),
         "dtype": type_name(tensor.dtype),
         "norm": norm,
         "min": low,
         "max": high,
-        "has_nan": math.isnan(norm),
-        "has_inf": math.isinf(low) or math.isinf(high),
+        "has_nan": has_nan,
+        "has_inf": has_inf,
     }
-    if len(flat) <= values_up_to:
-        summary["values"] = values
-    return summary
