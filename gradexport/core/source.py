@@ -17,7 +17,7 @@ exhausted. A stream whose ids are all the graph model's (``n0``, ``n1``...)
 says so with ``model_ids = True``, which spares the diagram writers a check
 per node and edge (see `gradexport.formats.labels.element_id`); one that
 yields no None slot's node (``kind="none"``) says so with ``show_none =
-False``, which spares them one per edge (see `Source.to_none_node`).
+False``, which spares them the test of every edge's target for one.
 
 Examples:
     >>> import networkx as nx
