@@ -189,9 +189,8 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
         where = attributes.get("source")
         tooltip = printable(f"{where}: {attributes.get('source_code', '')}") if isinstance(where, str) else None
         yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip))
-        if drawn_none:
-            for slot in drawn_none:
-                yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
+        for slot in drawn_none:
+            yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 
 
 #: What `ModuleBoxes.events` yields: a node, or the start or end of a module's box, and the line's indent.

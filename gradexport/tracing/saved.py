@@ -228,10 +228,7 @@ def saved_storages(node: Node) -> dict[StorageKey, int]:
             value = read(node)
         except RuntimeError:  # freed or stale
             continue
-        if isinstance(value, torch.Tensor):
-            add_storage(found, value)
-        else:
-            _add_storages(found, value)
+        _add_storages(found, value)
     if isinstance(node, torch.autograd.function.BackwardCFunction) and not saved_is_hook_packed(raw_saved(node, "tensors")):
         with suppress(RuntimeError):  # freed or stale
             _add_storages(found, node.saved_tensors)  # ctx.save_for_backward's tensors
