@@ -23,6 +23,7 @@ GradexportError
 ├── ReplayError (RuntimeError): the replay cannot do what the engine would at a node
 ├── InPlaceError (RuntimeError): backward met a saved tensor modified in place (names node, module, tensor)
 ├── StepsUnavailableError (RuntimeError): steps=True cannot replay these roots without changing .grad
+├── TorchVersionError (RuntimeError): a feature needs a newer torch than the one installed
 ├── GraphvizNotFoundError (RuntimeError): no Graphviz program to render SVG
 ├── RenderError (RuntimeError): Graphviz ran and failed
 │   └── RenderTimeoutError: Graphviz ran past dot_timeout and was stopped
@@ -77,6 +78,7 @@ __all__ = [
     "StepsUnavailableError",
     "StreamConsumedError",
     "StructureChangedWarning",
+    "TorchVersionError",
     "ViewerTooLargeError",
 ]
 
@@ -187,6 +189,20 @@ class InPlaceError(GradexportError, RuntimeError):
         self.version = version
 class StepsUnavailableError(GradexportError, RuntimeError):
     """``steps=True`` cannot replay these roots without changing the user's state (or was given a graph, which has no steps)."""
+
+
+class TorchVersionError(GradexportError, RuntimeError):
+    """A feature needs a newer torch than the one installed; the message names the feature and the torch it needs.
+
+    Attributes:
+        feature: What was asked for (``"replay"``, ``"a GradientEdge root"``...).
+        needed: The oldest torch that has it, as ``(major, minor)``.
+    """
+
+    def __init__(self, message: str, *, feature: str, needed: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.needed = needed
 
 
 class GraphvizNotFoundError(GradexportError, RuntimeError):

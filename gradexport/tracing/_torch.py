@@ -68,8 +68,59 @@ from functools import cache
 from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
-from torch.autograd.graph import GradientEdge, Node, _engine_run_backward
+from torch.autograd.graph import Node
 from torch.utils import _pytree
+
+from ..core.errors import TorchVersionError
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(char for char in minor if char.isdigit()) or 0)
+
+
+#: The installed torch's ``(major, minor)``, as `require_torch` compares it.
+TORCH_VERSION: tuple[int, int] = _major_minor(torch.__version__)
+
+if TORCH_VERSION >= (2, 2):
+    from torch.autograd.graph import GradientEdge
+else:  # pragma: no cover - torch 2.1
+
+    class GradientEdge(NamedTuple):  # type: ignore[no-redef]
+        """A stand-in for torch 2.2's ``torch.autograd.graph.GradientEdge``: torch 2.1 makes none, so no root is one."""
+
+        node: Node
+        output_nr: int
+
+
+if TORCH_VERSION >= (2, 4):
+    from torch.autograd.graph import _engine_run_backward
+else:  # pragma: no cover - torch 2.1 to 2.3: what torch.autograd.grad calls, with the same arguments
+    _engine_run_backward = torch.autograd.Variable._execution_engine.run_backward  # type: ignore[attr-defined]
+
+
+def require_torch(needed: tuple[int, int], feature: str) -> None:
+    """Raise `TorchVersionError` unless the installed torch is ``needed`` or newer.
+
+    Args:
+        needed: The oldest ``(major, minor)`` that has what ``feature`` uses.
+        feature: What the caller asked for, as the message names it.
+
+    Examples:
+        >>> require_torch((2, 1), "the graph model")
+        >>> try:
+        ...     require_torch((99, 0), "time travel")
+        ... except TorchVersionError as error:
+        ...     print(str(error).split(";")[0])
+        time travel needs torch 99.0 or newer
+    """
+    if TORCH_VERSION < needed:
+        wanted = f"{needed[0]}.{needed[1]}"
+        raise TorchVersionError(
+            f"{feature} needs torch {wanted} or newer; this is torch {torch.__version__}: install a newer torch (pip install 'torch>={wanted}')",
+            feature=feature,
+            needed=needed,
+        )
 
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
