@@ -313,6 +313,30 @@ def test_saved_getters_have_a_raw_getter_exactly_for_tensors() -> None:
     assert with_raw > 20
 
 
+def test_a_hooked_saved_value_is_known_before_its_unpack_hook_runs() -> None:
+    """Either SavedTensor.unpack_hook says so, or the read stops before the hook's first line; a plain value reads as ever."""
+    x = torch.randn(3, requires_grad=True)
+    unpacked: list[object] = []
+
+    def unpack(packed: torch.Tensor) -> torch.Tensor:
+        unpacked.append(packed)
+        return packed
+
+    with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, unpack):
+        hooked = (x * x).grad_fn
+    if _torch.SAVED_HOOKS_VISIBLE:
+        assert _torch.saved_is_hook_packed(_torch.raw_saved(hooked, "self"))
+    else:
+        with pytest.raises(_torch.SavedHookedError) as stopped:
+            _torch.read_saved(hooked, "self")
+        assert _torch.saved_read_failure(stopped.value) == "hooked"
+        (getter,) = [getter for getter in _torch.saved_getters(type(hooked)) if getter.name == "self"]
+        with pytest.raises(_torch.SavedHookedError):
+            getter.read(hooked)
+    assert unpacked == [], "the unpack hook ran"
+    assert torch.equal(_torch.read_saved((x * x).grad_fn, "self"), x)
+
+
 def test_saved_is_hook_packed_for_a_list_of_saved_tensors() -> None:
     v = torch.randn(3, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):

@@ -64,7 +64,7 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, partial
 from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
@@ -181,6 +181,7 @@ __all__ = [
     "FREED_TEXTS",
     "INPUT_METADATA_TORCH",
     "SAVED_HOOKS_VISIBLE",
+    "SavedHookedError",
     "STALE_TEXTS",
     "TORCH_VERSION",
     "GradientEdge",
@@ -195,6 +196,7 @@ __all__ = [
     "foreach_norm",
     "foreach_sub_",
     "function_codes",
+    "function_saved_tensors",
     "gradient_edge",
     "in_place_versions",
     "input_metadata",
@@ -550,20 +552,71 @@ def saved_getters(node_type: type) -> tuple[SavedGetter, ...]:
     return tuple(
         SavedGetter(
             name,
-            operator.attrgetter(_SAVED + name),
+            _saved_reader(_SAVED + name),
             operator.attrgetter(_RAW + name) if hasattr(node_type, _RAW + name) else None,
         )
         for name in saved_names(node_type)
     )
 
 
+class SavedHookedError(RuntimeError):
+    """Reading a saved value stopped before its saved-tensor unpack hook ran (torch without ``SavedTensor.unpack_hook``)."""
+
+
+def _refuse_python_calls(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        raise SavedHookedError("reading this saved value would run a saved-tensor unpack hook")
+
+
+def _without_unpack_hooks(read: Callable[[Node], Any], node: Node) -> Any:
+    """``read(node)``, stopped with `SavedHookedError` at its first Python call, before any of it runs.
+
+    Reading a saved value is C++ alone unless a Python unpack hook packed it;
+    where torch cannot say so beforehand (no ``SavedTensor.unpack_hook``), a
+    profile function that refuses every Python call stops such a hook on its
+    first line, so that a non-reentrant checkpoint is not recomputed. ``read``
+    must be a C callable (an ``operator.attrgetter``) for the same reason.
+    """
+    previous = sys.getprofile()
+    sys.setprofile(_refuse_python_calls)
+    try:
+        return read(node)
+    finally:
+        sys.setprofile(previous)
+
+
+def _saved_reader(attribute: str) -> Callable[[Node], Any]:
+    getter = operator.attrgetter(attribute)
+    return getter if SAVED_HOOKS_VISIBLE else partial(_without_unpack_hooks, getter)
+
+
 def read_saved(node: Node, name: str) -> Any:
     """``node._saved_<name>``: the saved value, unpacked (a saved-tensor hook's unpack runs).
 
+    Where torch cannot tell beforehand whether hooks packed it (see
+    `saved_is_hook_packed`), the read stops before the unpack hook runs and
+    raises `SavedHookedError`.
+
     Raises:
-        RuntimeError: when it was freed or modified in place; see `saved_read_failure`.
+        RuntimeError: when it was freed or modified in place, or hooked; see `saved_read_failure`.
     """
-    return getattr(node, _SAVED + name)
+    return _saved_reader(_SAVED + name)(node)
+
+
+def function_saved_tensors(node: torch.autograd.function.BackwardCFunction) -> tuple[torch.Tensor, ...]:
+    """``node.saved_tensors`` of a custom Function's node, read as `read_saved` reads (unpack hooks refused where unseen).
+
+    Examples:
+        >>> class Square(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> function_saved_tensors(Square.apply(x).grad_fn)[0] is x
+        True
+    """
+    return _saved_reader("saved_tensors")(node)  # type: ignore[arg-type]
 
 
 def raw_saved(node: Node, name: str) -> Any:
@@ -581,8 +634,7 @@ def saved_is_hook_packed(raw: Any) -> bool:
     A freed ``SavedTensor`` reads as not packed: reading its value reports it.
     Where a ``SavedTensor`` does not say whether hooks packed it (no
     ``unpack_hook``, torch 2.6 and older; see `SAVED_HOOKS_VISIBLE`), every one reads as not
-    packed, so reading it runs its unpack hook (a non-reentrant checkpoint
-    recomputes its region).
+    packed here, and `read_saved` stops before the unpack hook runs instead.
     """
     if isinstance(raw, (list, tuple)):
         return any(saved_is_hook_packed(item) for item in raw)
@@ -592,13 +644,15 @@ def saved_is_hook_packed(raw: Any) -> bool:
         return False
 
 
-def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
-    """Why reading a saved value raised, from torch's message: ``"freed"``, ``"stale"`` or ``None`` (another error).
+def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale", "hooked"] | None:
+    """Why reading a saved value raised: ``"freed"`` or ``"stale"`` (from torch's message), ``"hooked"`` (`SavedHookedError`) or ``None`` (another error).
 
     Examples:
         >>> saved_read_failure(RuntimeError("Trying to backward through the graph a second time"))
         'freed'
     """
+    if isinstance(error, SavedHookedError):
+        return "hooked"
     message = str(error)
     if any(text in message for text in FREED_TEXTS):
         return "freed"

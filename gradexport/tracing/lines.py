@@ -230,7 +230,7 @@ class _SourceMode(TorchFunctionMode):
             stack: list[Node] = [node]
         else:
             stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
-        seen = {id(node) for node in stack}
+        seen = set(stack)  # the nodes, not their ids: see unreached._leaves
         begin, gaps = self.begin, self.gaps
         # The sequence number is read first: it rules out most nodes (leaves,
         # the previous op's node) without reading, or creating, their metadata dict.
@@ -249,8 +249,8 @@ class _SourceMode(TorchFunctionMode):
                 continue
             metadata[SOURCE_KEY] = found
             for child, _ in node.next_functions:
-                if child is not None and id(child) not in seen:
-                    seen.add(id(child))
+                if child is not None and child not in seen:
+                    seen.add(child)
                     stack.append(child)
 
 
