@@ -12,7 +12,7 @@ export class Camera {
     this.bounds = { width: 1, height: 1 };
     this.fitted = false;
     this.drag = null;
-    /** Called with the transform after every change (the minimap follows it). */
+    /** @type {(transform: {x: number, y: number, k: number}) => void} called with the transform after every change (the minimap follows it) */
     this.moved = () => {};
   }
 

@@ -3,6 +3,8 @@
 import { el } from "./dom.js";
 import { BAR_COLOR } from "./looks.js";
 
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
 function swatch(fill, stroke) {
   const span = el("span", { class: "gx-swatch" });
   span.style.background = fill;
@@ -10,6 +12,7 @@ function swatch(fill, stroke) {
   return span;
 }
 
+/** @param {Viewer} viewer */
 export function drawLegend(viewer) {
   const { legend, styles, words, markColors, scale } = viewer;
   legend.replaceChildren();
@@ -50,7 +53,13 @@ export function drawLegend(viewer) {
   legend.appendChild(bad);
 }
 
-/** A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`. */
+/**
+ * A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`.
+ * @param {Viewer} viewer
+ * @param {string | null} cls
+ * @param {string} text
+ * @param {string} [color]
+ */
 function legendRow(viewer, cls, text, color) {
   const row = el("div", { class: "gx-legend-row", "data-legend": cls || "edge" });
   if (cls) {

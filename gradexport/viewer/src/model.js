@@ -2,6 +2,68 @@
 // linear runs and fans of leaves), and what is visible for a set of expanded groups.
 // No DOM here: the page (main.js) and the layout worker read what this computes.
 
+/**
+ * The page data the Python writer embeds (gradexport/formats/html.py, _encode).
+ * @typedef {object} PageData
+ * @property {string[]} strings the string table
+ * @property {[string[], string][]} schemas per schema its keys and a flag per key, "1": the value is a string-table index
+ * @property {Array<[number, ...any[]]>} nodes per node [schema, values...]
+ * @property {string[] | null} [ids] the node ids, where they are not "n<position>"
+ * @property {number[]} edges five numbers per edge: source, target, key, next_index, input_nr
+ * @property {Record<string, EdgeAttributes>} edge_extra the attributes of the edges with more than their indices, by edge number
+ * @property {Record<string, any>} graph the graph's attributes (module_classes, diff, nonfinite, watch_steps, ...)
+ * @property {Record<string, any>} [options] the diagram options the page honours (direction, group_modules, ...)
+ * @property {Record<string, NodeStyle>} styles the node styles by class (gradexport.formats.styles)
+ * @property {Record<string, string>} [mark_words] the words of each mark ("+ added", ...)
+ * @property {Record<string, string>} [mark_colors] the colour of each edge mark
+ * @property {string[]} [grad_colors] the gradient scale's colours, light theme
+ * @property {string[]} [grad_colors_dark] and dark theme
+ * @property {number[]} [grad_bounds] the norms where the scale's steps start
+ * @property {string[]} [grad_legend] each step's legend text
+ * @property {string} [grad_bad_color] the colour of a non-finite gradient
+ * @property {string | null} [title] the page's title
+ * @property {import("./steps.js").StepData} [steps] a replay's steps
+ *
+ * @typedef {{fill: string, stroke: string, text: string, shape: string, dashed?: boolean}} NodeStyle
+ * @typedef {{norm?: number | string, has_nan?: boolean, has_inf?: boolean, [key: string]: unknown}} GradRecord
+ * @typedef {{next_index?: number, input_nr?: number, grad?: GradRecord | unknown, diff?: string, nonfinite?: string, [key: string]: any}} EdgeAttributes
+ *
+ * A group of the fold tree: a module, a linear run ("chain"), a fan of leaves, a part of a long module, or the top.
+ * @typedef {object} Group
+ * @property {string} id "module:<path>", "chain:<first>..<last>", "fan:<node>:<first>..<last>", "part:<group>:<start>" or ""
+ * @property {"top" | "module" | "chain" | "fan" | "part"} kind
+ * @property {number} parent the item of the group around it; -1 for the top
+ * @property {string[]} label its first line is its title
+ * @property {number[]} children the items directly inside, in tree order
+ * @property {number} size how many model nodes it holds
+ * @property {Record<string, number> | null} [marks] its marked nodes counted per mark (countMarks)
+ * @property {string} [path] a module's path
+ * @property {string} [moduleClass] a module's class name
+ * @property {number} [level] a module's depth
+ *
+ * An edge between visible items: one or more edges of the graph.
+ * @typedef {object} VisibleEdge
+ * @property {number} from the visible item the edges leave
+ * @property {number} to the visible item they enter
+ * @property {number | string} next next_index, or the range "a…b" of a bundle
+ * @property {number | string} input input_nr, or its range
+ * @property {number} count how many graph edges it stands for
+ * @property {number[]} edges the first 64 of them
+ * @property {boolean} [more] whether it stands for more than `edges` lists
+ * @property {number} [bundled] how many merged edges a bundle replaced
+ * @property {string[]} [lines] its label's lines (set by layout-input.js)
+ * @property {{mark: string, color: string, sign: string} | null} [mark] its mark (set by looks.js edgeLines)
+ * @property {SVGGElement} [element] where it is drawn (set by draw.js)
+ *
+ * What is visible for the folds' expanded groups, and the edges between the visible items.
+ * @typedef {object} View
+ * @property {number[]} items the visible items in tree order
+ * @property {number[]} boxes the expanded groups, drawn as boxes around their items
+ * @property {Map<number, number>} box the box each item and box sits in, -1 for none
+ * @property {Int32Array} rep per model node, the visible item standing for it
+ * @property {VisibleEdge[]} edges
+ */
+
 /** Linear runs shorter than this stay as they are. */
 const CHAIN_MIN = 4;
 /** A node with at least this many leaf children gets them folded into one fan. */
@@ -18,6 +80,7 @@ const PART_MAX = 48;
  * a value given as an index into the string table.
  */
 export class Graph {
+  /** @param {PageData} data */
   constructor(data) {
     this.data = data;
     this.strings = data.strings;
@@ -124,16 +187,22 @@ function level(path) {
  * is the top, always expanded and never drawn.
  */
 export class Folds {
+  /**
+   * @param {Graph} graph
+   * @param {boolean} useModules whether the nodes sit in their modules' groups
+   */
   constructor(graph, useModules = true) {
     this.graph = graph;
     const n = graph.n;
     this.parent = new Int32Array(n).fill(-1);
+    /** @type {Group[]} */
     this.groups = [];
     this.byId = new Map();
     // A Map, so that a module named "constructor" or "__proto__" is looked up as data, never on Object.prototype.
     const classes = (graph.data.graph && graph.data.graph.module_classes) || {};
     this.classes = new Map(Object.entries(classes).filter(([, cls]) => typeof cls === "string"));
     const top = this.addGroup({ id: "", kind: "top", parent: -1, label: [] });
+    /** @type {Map<string, number>} */
     const moduleGroups = new Map();
     const moduleOf = (path) => {
       let group = moduleGroups.get(path);
@@ -171,10 +240,13 @@ export class Folds {
     this.expanded = new Set([top]);
   }
 
-  addGroup(group) {
+  /**
+   * @param {Omit<Group, "children" | "size">} fields
+   * @returns {number} the group's item
+   */
+  addGroup(fields) {
+    const group = /** @type {Group} */ ({ ...fields, children: [], size: 0 });
     const index = this.graph.n + this.groups.length;
-    group.children = [];
-    group.size = 0;
     this.groups.push(group);
     this.byId.set(group.id, index);
     if (group.parent >= 0) this.group(group.parent).children.push(index);
@@ -370,9 +442,9 @@ export class Folds {
     const items = [];
     const boxes = [];
     const box = new Map();
-    const stack = [[this.graph.n, -1]];
+    const stack = [this.graph.n];
     while (stack.length) {
-      const [group, outer] = stack.pop();
+      const group = stack.pop();
       const children = this.group(group).children;
       for (let j = children.length - 1; j >= 0; j--) {
         const child = children[j];
@@ -380,7 +452,7 @@ export class Folds {
         if (this.isGroup(child) && this.expanded.has(child)) {
           boxes.push(child);
           box.set(child, inside);
-          stack.push([child, inside]);
+          stack.push(child);
         } else {
           items.push(child);
           box.set(child, inside);
@@ -399,9 +471,10 @@ export class Folds {
   representatives() {
     const n = this.graph.n;
     const rep = new Int32Array(n);
+    /** @type {[number, number][]} */
     const stack = [[this.graph.n, -1]];
-    while (stack.length) {
-      const [group, collapsedAs] = stack.pop();
+    for (let entry = stack.pop(); entry !== undefined; entry = stack.pop()) {
+      const [group, collapsedAs] = entry;
       for (const child of this.group(group).children) {
         const as = collapsedAs >= 0 ? collapsedAs : child;
         if (this.isGroup(child)) stack.push([child, collapsedAs >= 0 || !this.expanded.has(child) ? as : -1]);
@@ -462,8 +535,15 @@ export const BUNDLE_AT = 8;
  * into one, its indices the range they span: a stack of 50,000 folded leaves made
  * 27,117 parallel labelled edges among 16 items, and dagre took 82 s to lay them out.
  */
+/**
+ * @param {Graph} graph
+ * @param {Int32Array} rep per node, the visible item standing for it (Folds.representatives)
+ * @returns {VisibleEdge[]}
+ */
 export function visibleEdges(graph, rep) {
+  /** @type {VisibleEdge[]} */
   const out = [];
+  /** @type {Map<string, VisibleEdge>} */
   const merged = new Map();
   const n = graph.n;
   for (let e = 0; e < graph.m; e++) {
@@ -489,8 +569,13 @@ export function visibleEdges(graph, rep) {
   return merged.size > BUNDLE_AT ? bundled(out, n) : out;
 }
 
-/** `out` with each run of more than BUNDLE_AT merged edges between the same two items replaced by one. */
+/**
+ * `out` with each run of more than BUNDLE_AT merged edges between the same two items replaced by one.
+ * @param {VisibleEdge[]} out
+ * @param {number} n the number of model nodes: items from n on are groups
+ */
 function bundled(out, n) {
+  /** @type {Map<string, VisibleEdge[]>} */
   const pairs = new Map();
   for (const edge of out) {
     if (edge.from < n && edge.to < n) continue;
@@ -499,6 +584,7 @@ function bundled(out, n) {
     if (members) members.push(edge);
     else pairs.set(key, [edge]);
   }
+  /** @type {Map<VisibleEdge, VisibleEdge | null>} */
   const replaced = new Map();
   for (const members of pairs.values()) {
     if (members.length <= BUNDLE_AT) continue;
@@ -511,6 +597,7 @@ function bundled(out, n) {
       }
       return low === high ? low : `${low}…${high}`;
     };
+    /** @type {VisibleEdge} */
     const bundle = {
       from: members[0].from,
       to: members[0].to,
@@ -562,6 +649,12 @@ const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "sou
 /**
  * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or
  * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`.
+ */
+/**
+ * @param {Graph} graph
+ * @param {Folds} folds
+ * @param {string} text
+ * @returns {string[]}
  */
 export function search(graph, folds, text) {
   const needle = String(text).toLowerCase();
@@ -626,6 +719,7 @@ export class GradScale {
 
   /** The colour and width of a visible edge: its largest gradient, red if any is not finite. */
   style(graph, edge) {
+    /** @type {number | null} */
     let worst = null;
     for (const e of edge.edges) {
       const grad = graph.edgeGrad(e);

@@ -6,6 +6,8 @@ import { addChangeButtons, directionLabel, flipDirection, goToChange } from "./n
 import { showEdge } from "./panel.js";
 import { runSearch } from "./search.js";
 
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
 const HELP = [
   ["click", "select; a folded group expands, an expanded box's title collapses"],
   ["f", "fit: the whole drawing, or a long one across (then pan or use the minimap)"],
@@ -35,7 +37,10 @@ export function setTheme(host, name) {
 
 const flipTheme = (host) => setTheme(host, host.dataset.theme === "dark" ? "light" : "dark");
 
-/** Build the page in viewer.host; sets viewer.searchBox, crumbs, svg, viewport, panel, status, legend and help. */
+/**
+ * Build the page in viewer.host; sets viewer.searchBox, crumbs, svg, viewport, panel, status, legend and help.
+ * @param {Viewer} viewer
+ */
 export function buildPage(viewer) {
   const host = viewer.host;
   const style = el("style");
@@ -74,9 +79,9 @@ export function buildPage(viewer) {
   viewer.status = el("div", { class: "gx-status", role: "status" });
   viewer.legend = el("div", { class: "gx-legend" });
   viewer.help = el("div", { class: "gx-help gx-hidden" });
-  for (const [key, what] of viewer.stepper ? [...STEP_HELP, ...HELP.filter(([k]) => k !== "arrows")] : HELP) {
+  for (const [keys, what] of viewer.stepper ? [...STEP_HELP, ...HELP.filter(([k]) => k !== "arrows")] : HELP) {
     const row = el("div");
-    row.append(el("kbd", {}, key), document.createTextNode(" " + what));
+    row.append(el("kbd", {}, keys), document.createTextNode(" " + what));
     viewer.help.appendChild(row);
   }
   const main = el("div", { class: "gx-main" });
@@ -89,12 +94,16 @@ export function buildPage(viewer) {
   host.append(viewer.crumbs, main);
 }
 
-/** Clicks on the drawing, the search box's Enter and Escape, and the keys (key) on the page. */
+/**
+ * Clicks on the drawing, the search box's Enter and Escape, and the keys (key) on the page.
+ * @param {Viewer} viewer
+ */
 export function bindInput(viewer) {
   viewer.svg.addEventListener("click", (event) => {
     if (viewer.camera.dragged) return;
-    const target = event.target.closest("[data-item], [data-box], [data-edge]");
-    if (!target) return viewer.selectItem(null);
+    const target = event.target instanceof Element ? event.target.closest("[data-item], [data-box], [data-edge]") : null;
+    // What is clicked is drawn: an SVG element.
+    if (!(target instanceof SVGElement)) return viewer.selectItem(null);
     if (target.dataset.box) return viewer.toggle(Number(target.dataset.box));
     if (target.dataset.edge) return showEdge(viewer, Number(target.dataset.edge));
     const item = Number(target.dataset.item);
@@ -111,6 +120,7 @@ export function bindInput(viewer) {
   viewer.host.addEventListener("keydown", (event) => key(viewer, event));
 }
 
+/** @param {Viewer} viewer */
 function key(viewer, event) {
   const { camera, folds } = viewer;
   if (viewer.stepper && viewer.stepper.key(event)) return;

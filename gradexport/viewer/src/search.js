@@ -6,7 +6,12 @@ import { search } from "./model.js";
 import { centerOn, paintMarks } from "./selection.js";
 import { printable } from "./text.js";
 
-/** The ids that match `text`, marked and listed; `reveal` also shows the first. */
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
+/**
+ * The ids that match `text`, marked and listed; `reveal` also shows the first.
+ * @param {Viewer} viewer
+ */
 export function runSearch(viewer, text, reveal) {
   const { folds, graph, panel } = viewer;
   const ids = search(graph, folds, text);
@@ -28,7 +33,12 @@ export function runSearch(viewer, text, reveal) {
   return ids;
 }
 
-/** Open the groups around `item`, then select it, centre on it and zoom in to read it; `keepPanel` leaves the list of matches shown. */
+/**
+ * Open the groups around `item`, then select it, centre on it and zoom in to read it; `keepPanel` leaves the list of matches shown.
+ * @param {Viewer} viewer
+ * @param {number} item
+ * @param {boolean} [keepPanel]
+ */
 export function revealAndSelect(viewer, item, keepPanel) {
   viewer.folds.reveal(item);
   return refresh(viewer).then(() => {

@@ -14,7 +14,21 @@ function tensorRecord(steps, index) {
 
 const AGAINST = 2 ** 64 - 1;
 
+/**
+ * The "steps" block of a replay page (gradexport/backward/steps.py); nodes by id ("n<k>", or k).
+ * @typedef {object} StepData
+ * @property {[number[], string][]} metas [shape, dtype] pairs
+ * @property {Array<[number, string] | [number, number, number, number, number, number]>} tensors [meta, torch's printing] or [meta, norm, min, max, mean, non-finite count]
+ * @property {[string | number, number, number][]} starts [node, slot, tensor] per root gradient
+ * @property {[string | number, number][]} [before] [leaf node, tensor] per .grad set before the replay
+ * @property {Array<[string | number, (number | null)[], (number | null)[], number?]>} steps [node, input tensors per slot, output tensors per position, the leaf's .grad after]
+ */
+
 export class Steps {
+  /**
+   * @param {import("./model.js").Graph} graph
+   * @param {StepData} data
+   */
   constructor(graph, data) {
     this.graph = graph;
     this.data = data;
