@@ -5,7 +5,7 @@ import globals from "globals";
 
 export default [
   // Built or vendored files: the bundle is esbuild's output of gradexport/viewer/src.
-  { ignores: ["gradexport/viewer/viewer.bundle.js", "node_modules/", "site/", ".venv/", ".venv-torch-*/", ".lowest/", "out/", "tests/artifacts/"] },
+  { ignores: ["gradexport/viewer/viewer.bundle.js", "build/", "dist/", "site/", "out/", ".lowest/", ".venv*/", "tests/artifacts/"] },
   js.configs.recommended,
   {
     linterOptions: { reportUnusedDisableDirectives: "error" },

@@ -1,5 +1,7 @@
 // The script API, window.gradexportViewer: for tests and for scripts in the browser's console
 // (documented in docs/guides/viewer.md, "Script API").
+// Writes: no viewer field.
+// Changes: nothing itself: its verbs call the modules that do.
 import { idle } from "./draw.js";
 import { setTheme } from "./page.js";
 import { groupSummary } from "./panel.js";

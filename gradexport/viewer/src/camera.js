@@ -1,5 +1,7 @@
 // The view of the drawing: its pan and zoom (one transform on the viewport group), fitting it to
 // the canvas, centring on an element, and the pointer gestures that move it (drag pans, wheel zooms).
+// Writes: no viewer field.
+// Changes: its own transform, bounds and drag, and the transform attribute of the viewport it is given.
 
 /** Fit shows the whole drawing only if its text is at least this fraction of its size. */
 const READABLE = 0.5;

@@ -1,4 +1,6 @@
 // Making elements. Names are data: every text goes through textContent or an attribute, never through markup.
+// Writes: no viewer field.
+// Changes: nothing: it makes elements.
 import { formatValue, printable } from "./text.js";
 
 const SVG = "http://www.w3.org/2000/svg";

@@ -1,5 +1,7 @@
 // Drawing what is visible: refresh() works out the items, boxes and edges the folds leave visible, asks the
 // layout worker for their positions and, when the latest answer comes, draw() puts them on the canvas as SVG.
+// Writes: viewer.current, viewer.drawn, viewer.lastRequest, viewer.waiting.
+// Changes: the children of viewer.viewport, viewer.status, viewer.timings, data-rendered on viewer.svg, and each drawn edge's element.
 import { el, textWidth } from "./dom.js";
 import { edgeLabelSize, layoutRequest } from "./layout-input.js";
 import { BAR, BAR_COLOR, LINE, PAD_X, PAD_Y, boxTitle, groupMark, itemLook, shapePath } from "./looks.js";

@@ -1,6 +1,8 @@
 // The page's side of the layout: requests go to the Web Worker (worker.js, embedded by the build as
 // the string "worker-source" and started from a Blob URL), or, where a sandbox forbids workers, to the
 // same code run on the page.
+// Writes: no viewer field.
+// Changes: its own serial and pending requests.
 import workerSource from "worker-source";
 
 /**

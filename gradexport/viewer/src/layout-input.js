@@ -1,6 +1,8 @@
 // The request the layout (layout.js) answers, made from what the folds leave visible: each visible item as a
 // node of the size its lines need, each opened group as a box around its items, each visible edge with the
 // size of its label. No DOM here: the width of a text comes in as a function (draw.js measures it on a canvas).
+// Writes: no viewer field.
+// Changes: the lines of each visible edge it is given (pure: no DOM).
 import { BAR, LINE, PAD_X, PAD_Y, boxTitle, edgeLines } from "./looks.js";
 
 /** Below this width (px, before padding) no node is drawn, however short its text. */

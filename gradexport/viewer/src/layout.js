@@ -7,6 +7,8 @@
 // of a 12-layer encoder) and minutes for a 1,000-node chain in nested boxes.
 // An edge between two boxes is routed in the box that holds both ends, and joined to
 // its ends inside the boxes by straight segments.
+// Writes: no viewer field.
+// Changes: nothing (pure: no DOM).
 import dagre from "@dagrejs/dagre";
 
 const PAD = 10;

@@ -1,5 +1,7 @@
 // The legend over the canvas: the node kinds, then what this graph carries: non-finite marks and their path,
 // a diff's marks, the saved-bytes bar, the gradient-norm colour ramp.
+// Writes: no viewer field.
+// Changes: the children of viewer.legend.
 import { el } from "./dom.js";
 import { BAR_COLOR } from "./looks.js";
 

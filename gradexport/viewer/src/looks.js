@@ -1,6 +1,8 @@
 // What each drawn thing looks like, worked out before the layout (which needs the sizes): a node's or a
 // folded group's class, lines and mark outline; an edge's label lines and mark; a box's title; the outline
 // of each node shape. No DOM here (draw.js measures the texts). Node fills come from the page data (gradexport.formats.styles).
+// Writes: no viewer field.
+// Changes: the mark of each visible edge it is given (pure: no DOM).
 import { MARKS, edgeMark, nodeMark } from "./model.js";
 import { byteText, nodeLines, printable, tensorText } from "./text.js";
 

@@ -1,6 +1,8 @@
 // The graph as the viewer holds it: decoded data, the fold tree (modules, then
 // linear runs and fans of leaves), and what is visible for a set of expanded groups.
 // No DOM here: the page (main.js) and the layout worker read what this computes.
+// Writes: no viewer field.
+// Changes: its own Graph and Folds (pure: no DOM).
 
 /**
  * The page data the Python writer embeds (gradexport/formats/html.py, _encode).

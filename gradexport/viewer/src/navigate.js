@@ -1,6 +1,8 @@
 // Finding one's way on a large drawing: a diff's changes one after the other (the page opens at the first),
 // the minimap (the whole drawing small, the part on screen framed; a click there goes there), and the
 // direction the layout runs in (top to bottom or left to right).
+// Writes: viewer.change, viewer.changeCount, viewer.minimap, viewer.options.
+// Changes: the change buttons in the toolbar, the minimap in viewer.stage, viewer.directionButton's text, viewer.camera.fitted and viewer.camera.moved.
 import { el } from "./dom.js";
 import { refresh } from "./draw.js";
 import { revealAndSelect } from "./search.js";

@@ -1,5 +1,7 @@
 // The page around the drawing: the toolbar (search box, fit, zoom, theme, help), the breadcrumbs, the canvas,
 // the panel, the legend and status; the style sheet; clicks on the drawing, the search box's keys, the keys.
+// Writes: viewer.crumbs, viewer.directionButton, viewer.help, viewer.legend, viewer.matches, viewer.panel, viewer.searchBox, viewer.stage, viewer.status, viewer.svg, viewer.viewport.
+// Changes: the children, class, theme and tab index of viewer.host, and a style sheet in the document's head.
 import css from "./viewer.css";
 import { el } from "./dom.js";
 import { addChangeButtons, directionLabel, flipDirection, goToChange } from "./navigate.js";

@@ -1,5 +1,7 @@
 // The side panel and the breadcrumbs: what is selected (a node's attributes and next_functions, a group's
 // summary with a button to open or close it, an edge's graph edges), and the groups around it.
+// Writes: no viewer field.
+// Changes: the children of viewer.panel and viewer.crumbs.
 import { el, table } from "./dom.js";
 import { nodeTitle } from "./model.js";
 import { printable } from "./text.js";

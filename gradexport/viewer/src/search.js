@@ -1,5 +1,7 @@
 // Search: the matches of a text (model.js's search) marked on the drawing and listed in the panel;
 // a listed match, or with `reveal` the first, is revealed (its groups opened), selected and centred.
+// Writes: viewer.matches.
+// Changes: the children of viewer.panel, and the folds (it opens the groups around a match).
 import { el } from "./dom.js";
 import { refresh } from "./draw.js";
 import { search } from "./model.js";

@@ -1,3 +1,5 @@
+// Writes: no viewer field.
+// Changes: the classes of the drawn elements, and the folds (it opens the groups around an origin), and the camera (centerOn).
 
 
 /** @typedef {import("./viewer.js").Viewer} Viewer */// How the selection shows on the drawing: the selected item, the paths from the loss to it and the search

@@ -3,6 +3,8 @@
 // called (or the folded group it runs inside) and brings it into view, writes the gradients on its incoming edges
 // (per input slot) and outgoing edges (per next_functions position), each leaf's .grad so far, and the step in
 // the side panel with the reason the engine runs this node now (steps.js). Names are data: textContent only.
+// Writes: no viewer field.
+// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it centres the running node).
 import { el } from "./dom.js";
 import { printable } from "./text.js";
 

@@ -1,6 +1,8 @@
 // A replay's steps as the viewer holds them (no DOM here): decoded from the page's "steps" block
 // (gradexport/backward/steps.py), with, per node, when it runs and when its inputs arrive, so that the state
 // of every node at step k is O(1), and the step as data for the panel and the script API.
+// Writes: no viewer field.
+// Changes: its own Steps (pure: no DOM).
 
 /** A tensor of the table as data: {shape, dtype, values} (torch's own printing) or {shape, dtype, stats}. */
 function tensorRecord(steps, index) {

@@ -1,5 +1,7 @@
 // Texts as the Python writers make them (gradexport.formats.labels): tensor shapes, byte counts,
 // a node's lines and attribute values, each printable (control characters as escapes).
+// Writes: no viewer field.
+// Changes: nothing (pure: no DOM).
 
 function pyTuple(shape) {
   if (!Array.isArray(shape)) return String(shape);

@@ -4,10 +4,13 @@
 // layout-client.js (the layout worker), selection.js, panel.js, legend.js, search.js, steps.js and stepper.js (a
 // replay's steps and the step bar); api.js is the script API.
 //
-// Every field of the viewer is declared in the class below, with the modules that may write it; any module may
-// read any field. Each module's header says which fields it writes ("Writes:"), and tests/js/state.test.mjs
-// checks the two against the assignments in the code. The pure modules (model.js, steps.js, looks.js,
-// layout-input.js, layout.js, text.js) take what they need as arguments and write no viewer field.
+// Every field of the viewer is declared in the class below, with its type and the modules that write it; any
+// module may read any field. Each module's header says which fields it writes ("Writes:", which
+// tests/js/state.test.mjs holds to the assignments in its code) and what else it changes ("Changes:"). The pure
+// modules (model.js, steps.js, looks.js, layout-input.js, layout.js, text.js) take what they need as arguments,
+// touch no DOM and write no viewer field; tests/js tests them in node.
+// Writes: every field, in the constructor; viewer.selected and viewer.marks (selectItem).
+// Changes: the folds' expanded groups (expandItem, collapseItem, expandAllUnder).
 import { Camera } from "./camera.js";
 import { refresh } from "./draw.js";
 import { LayoutClient } from "./layout-client.js";

@@ -2,6 +2,8 @@
 // edges entering each module by that step's gradient norm, on one scale fixed across all steps, and a small
 // chart of a module's norm over the steps in the panel. The data: the graph attribute watch_steps, each
 // entering edge's watch_norms (one per step), and watch_modules {module path: norms per step}.
+// Writes: no viewer field.
+// Changes: inside viewer.watch its index, label and input; the grad of the watched edges' attributes in viewer.data.edge_extra (the step shown); the top of viewer.legend.
 import { refresh } from "./draw.js";
 import { el } from "./dom.js";
 
