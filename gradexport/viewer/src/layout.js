@@ -2,9 +2,8 @@
 // and, where no worker can start, on the page itself.
 //
 // Each opened box is laid out on its own, innermost first, and then stands as one
-// node of the size it needs in the layout of the box around it. dagre's own compound
-// layout does the same job 8 times slower (3.8 s against 0.45 s for the opening view
-// of a 12-layer encoder) and minutes for a 1,000-node chain in nested boxes.
+// node of the size it needs in the layout of the box around it: dagre's own compound
+// layout does the same job several times slower (docs/guides/viewer.md has the figures).
 // An edge between two boxes is routed in the box that holds both ends, and joined to
 // its ends inside the boxes by straight segments.
 // Writes: no viewer field.

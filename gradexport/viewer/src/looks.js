@@ -106,8 +106,8 @@ function edgeLook(viewer, edge) {
   return { mark, color: viewer.markColors[mark], sign };
 }
 
-/** The label lines of a visible edge ("i→k ×count", its tensor, its gradient's norm); sets edge.mark. */
 /**
+ * The label lines of a visible edge ("i→k ×count", its tensor, its gradient's norm); sets edge.mark.
  * @param {LookContext} viewer
  * @param {import("./model.js").VisibleEdge} edge
  * @returns {string[]}

@@ -534,10 +534,8 @@ export const BUNDLE_AT = 8;
  * edges touching a folded group merge when they have the same ends and indices
  * (as gradexport.collapse merges them), counting how many they stand for. Where
  * more than BUNDLE_AT such merged edges join the same two items, they are bundled
- * into one, its indices the range they span: a stack of 50,000 folded leaves made
- * 27,117 parallel labelled edges among 16 items, and dagre took 82 s to lay them out.
- */
-/**
+ * into one, its indices the range they span: a stack of folded leaves otherwise sends
+ * tens of thousands of parallel labelled edges among a few items to dagre (docs/performance.md).
  * @param {Graph} graph
  * @param {Int32Array} rep per node, the visible item standing for it (Folds.representatives)
  * @returns {VisibleEdge[]}
@@ -651,8 +649,6 @@ const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "sou
 /**
  * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or
  * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`.
- */
-/**
  * @param {Graph} graph
  * @param {Folds} folds
  * @param {string} text
