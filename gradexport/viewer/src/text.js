@@ -19,8 +19,9 @@ export function tensorText(record) {
 // As gradexport.formats.labels.printable: control characters as escapes.
 export function printable(text) {
   // Matching control characters is what this does: the rule guards against them in a pattern by mistake.
+  // The u flag makes a character beyond U+FFFF (an emoji) one character, not two surrogates to escape.
   // eslint-disable-next-line no-control-regex
-  return String(text).replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]/g, (c) => {
+  return String(text).replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]/gu, (c) => {
     const escapes = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
     const code = c.charCodeAt(0);
     return escapes[c] || (code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0"));
