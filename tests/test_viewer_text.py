@@ -22,12 +22,13 @@ TEXT_JS = REPO / "gradexport" / "viewer" / "src" / "text.js"
 
 needs_node = needs_tool(shutil.which("node") is None, "Node.js is needed to run the viewer's modules (make setup installs it)")
 
-#: Reads [[function, args...], ...] on stdin, writes each result.
+#: Reads [[function, args...], ...] on stdin, writes each result; nodeLines's module classes come as a Map, as the viewer holds them.
 RUNNER = """
 import { readFileSync } from "node:fs";
 const text = await import(process.argv[1]);
 const calls = JSON.parse(readFileSync(0, "utf8"));
-process.stdout.write(JSON.stringify(calls.map(([name, ...args]) => text[name](...args))));
+const call = ([name, ...args]) => (name === "nodeLines" ? text.nodeLines(args[0], args[1], args[2], new Map(Object.entries(args[3]))) : text[name](...args));
+process.stdout.write(JSON.stringify(calls.map(call)));
 """
 
 PRINTABLE = ["plain", "a\nb\x00", "tab\there\r", "\x7f\x80\x9f", "\u2028x\u2029", "lone \ud800 \udfff", "\ufffe\uffff", "ünïcode ✓ 𝔸"]
@@ -52,7 +53,15 @@ NODES: list[dict[str, Any]] = [
     {"kind": "backward", "op": "LogBackward0", "nonfinite": "origin", "diff": "removed"},
     {"kind": "backward", "op": "MmBackward0", "saved_bytes": 4096, "saved_bytes_shared": 512},
     {"kind": "backward", "op": "name\nwith\tcontrols"},
+    {"kind": "backward", "op": "Long" * 80},
+    {"kind": "leaf", "names": ["𝔸" * 250], "shape": [1]},
+    {"kind": "module", "module": "encoder.layer", "num_nodes": 12},
+    {"kind": "module", "module": "head", "num_nodes": 1},
+    {"kind": "module", "module": "", "num_nodes": 40},
+    {"kind": "module", "module": "unclassed"},
 ]
+#: The graph's module_classes (gradexport.collapse folds modules into nodes of kind "module").
+CLASSES = {"encoder.layer": "TransformerEncoderLayer", "": "Net", "head": "Linear"}
 OPTIONS = [{"exec_order": False, "saved_bytes": False}, {"exec_order": True, "saved_bytes": True}]
 
 
@@ -80,9 +89,9 @@ def test_printable_byte_and_tensor_texts_match_the_python_writers() -> None:
 @needs_node
 def test_node_lines_match_the_python_writers_for_the_lines_the_viewer_shows() -> None:
     # The viewer shows no saved tensors and no module line on a node (its panel has them): show_saved and show_module off.
-    calls = [["nodeLines", attributes, options, _MARK_WORDS] for options in OPTIONS for attributes in NODES]
+    calls = [["nodeLines", attributes, options, _MARK_WORDS, CLASSES] for options in OPTIONS for attributes in NODES]
     expected = [
-        list(node_lines(attributes, False, False, exec_order=options["exec_order"], saved_bytes=options["saved_bytes"]))
+        list(node_lines(attributes, False, False, exec_order=options["exec_order"], saved_bytes=options["saved_bytes"], classes=CLASSES))
         for options in OPTIONS
         for attributes in NODES
     ]

@@ -86,7 +86,7 @@ export function itemLook(viewer, item) {
   const attributes = graph.attributes(item);
   const cls = nodeClass(attributes);
   const bytes = viewer.saved && typeof attributes.saved_bytes === "number" ? attributes.saved_bytes : undefined;
-  return { cls, lines: nodeLines(attributes, viewer.options, viewer.words), mark: MARKS.includes(cls) ? cls : null, bytes };
+  return { cls, lines: nodeLines(attributes, viewer.options, viewer.words, viewer.folds.classes), mark: MARKS.includes(cls) ? cls : null, bytes };
 }
 
 /**
