@@ -8,7 +8,7 @@ import { layout } from "../../gradexport/viewer/src/layout.js";
 import { layoutRequest } from "../../gradexport/viewer/src/layout-input.js";
 import { itemLook } from "../../gradexport/viewer/src/looks.js";
 import { Folds, Graph, visibleEdges } from "../../gradexport/viewer/src/model.js";
-import { leaf, op, pageData, root } from "./pages.mjs";
+import { itemOf, leaf, op, pageData, root } from "./pages.mjs";
 
 const measure = (text) => 7 * text.length;
 /** A node's width: its longest line at 7 px a character (at least 24), plus 10 px padding each side. */
@@ -30,7 +30,7 @@ function page(/** @type {{options?: Record<string, unknown>, graph?: Record<stri
   });
   const pageGraph = new Graph(data);
   const folds = new Folds(pageGraph);
-  folds.expanded.add(folds.item("module:"));
+  folds.expanded.add(itemOf(folds, "module:"));
   return { graph: pageGraph, folds, options, saved: null, scale: null, words: WORDS, markColors: { added: "#0a0" } };
 }
 
@@ -51,8 +51,8 @@ function requestFor(context) {
 describe("layoutRequest", () => {
   test("a folded module is one node sized for its label and its count, in the box of the model", () => {
     const context = page();
-    const model = context.folds.item("module:");
-    const fc = context.folds.item("module:fc");
+    const model = itemOf(context.folds, "module:");
+    const fc = itemOf(context.folds, "module:fc");
     const { request } = requestFor(context);
     assert.equal(request.direction, "TB");
     assert.deepEqual(request.boxes, [{ id: `b${model}`, box: null, w: measure("(model) ▾") + 20, h: 16, compound: true }]);
@@ -65,8 +65,8 @@ describe("layoutRequest", () => {
 
   test("an opened module is a box inside its parent's, its nodes inside it", () => {
     const context = page({ options: { direction: "LR" } });
-    const model = context.folds.item("module:");
-    const fc = context.folds.item("module:fc");
+    const model = itemOf(context.folds, "module:");
+    const fc = itemOf(context.folds, "module:fc");
     context.folds.expanded.add(fc);
     const { request, view } = requestFor(context);
     assert.equal(request.direction, "LR");
@@ -85,13 +85,13 @@ describe("layoutRequest", () => {
 
   test("with saved bytes, every node leaves room for the bar, and a group says what it holds", () => {
     const base = page();
-    const fc = base.folds.item("module:fc");
+    const fc = itemOf(base.folds, "module:fc");
     const saved = new Float64Array(base.folds.groups.length);
     saved[fc - base.graph.n] = 2048;
     const { request } = requestFor({ ...base, saved });
     assert.deepEqual(request.nodes, [
       { id: "i0", box: null, w: width("loss", "()"), h: height(2, true) },
-      { id: `i${fc}`, box: `b${base.folds.item("module:")}`, w: width("fc", "2 nodes", "saved 2.0 KiB"), h: height(3, true) },
+      { id: `i${fc}`, box: `b${itemOf(base.folds, "module:")}`, w: width("fc", "2 nodes", "saved 2.0 KiB"), h: height(3, true) },
     ]);
   });
 
@@ -99,7 +99,7 @@ describe("layoutRequest", () => {
     const extra = { shape: [3, 4], dtype: "float16", grad: { norm: 0.012345 }, diff: "added" };
     const context = page({ options: { edge_shapes: true }, graph: { diff: {} }, edgeExtra: extra });
     context.scale = /** @type {any} */ ({});
-    context.folds.expanded.add(context.folds.item("module:fc"));
+    context.folds.expanded.add(itemOf(context.folds, "module:fc"));
     const { request, view } = requestFor(context);
     const lines = ["0→1 +", "(3, 4) float16", "‖g‖ 0.0123"];
     assert.deepEqual(view.edges[1].lines, lines);
@@ -108,19 +108,19 @@ describe("layoutRequest", () => {
 
   test("a node's diff mark is its first line", () => {
     const context = page({ graph: { diff: {} }, mul: { diff: "changed", changes: { op: ["A", "B"] } } });
-    context.folds.expanded.add(context.folds.item("module:fc"));
+    context.folds.expanded.add(itemOf(context.folds, "module:fc"));
     const look = itemLook(context, 1);
     assert.deepEqual(look.lines, ["~ changed: op", "MulBackward0"]);
     assert.equal(look.mark, "changed");
     const folded = page({ graph: { diff: {} }, mul: { diff: "added" } });
-    assert.deepEqual(itemLook(folded, folded.folds.item("module:fc")).lines, ["fc", "2 nodes", "+1 added"]);
+    assert.deepEqual(itemLook(folded, itemOf(folded.folds, "module:fc")).lines, ["fc", "2 nodes", "+1 added"]);
   });
 });
 
 describe("layout", () => {
   test("each node lies inside its box, each box inside the drawing", () => {
     const context = page();
-    const fc = context.folds.item("module:fc");
+    const fc = itemOf(context.folds, "module:fc");
     context.folds.expanded.add(fc);
     const { request } = requestFor(context);
     const result = layout(request);
@@ -130,7 +130,7 @@ describe("layout", () => {
       inner.y - inner.h / 2 >= outer.y - outer.h / 2 &&
       inner.y + inner.h / 2 <= outer.y + outer.h / 2;
     const box = result.boxes[`b${fc}`];
-    const modelBox = result.boxes[`b${context.folds.item("module:")}`];
+    const modelBox = result.boxes[`b${itemOf(context.folds, "module:")}`];
     const drawing = { x: result.width / 2, y: result.height / 2, w: result.width, h: result.height };
     assert.ok(inside(result.nodes.i1, box));
     assert.ok(inside(result.nodes.i2, box));
@@ -142,7 +142,7 @@ describe("layout", () => {
 
   test("top to bottom, an edge runs down from its source to its target", () => {
     const context = page();
-    context.folds.expanded.add(context.folds.item("module:fc"));
+    context.folds.expanded.add(itemOf(context.folds, "module:fc"));
     const result = layout(requestFor(context).request);
     for (const [id, from, to] of [["e0", "i0", "i1"], ["e1", "i1", "i2"]]) {
       const points = result.edges[id].points;

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import { BUNDLE_AT, Folds, GradScale, Graph, edgeMark, nodeMark, pathMarks, search, visibleEdges } from "../../gradexport/viewer/src/model.js";
-import { chainEdges, leaf, op, pageData, root } from "./pages.mjs";
+import { chainEdges, itemOf, leaf, op, pageData, root } from "./pages.mjs";
 
 /** root → MulBackward0 → AddBackward0 → ExpBackward0 → SumBackward0 → leaf w: a run of four one-in one-out nodes. */
 function runOfFour() {
@@ -57,7 +57,7 @@ describe("Folds: linear runs", () => {
   test("four one-in one-out nodes in a row fold into one chain", () => {
     const folds = new Folds(runOfFour());
     assert.deepEqual(visibleIds(folds), ["chain:n1..n4", "n0", "n5"]);
-    const chain = folds.group(folds.item("chain:n1..n4"));
+    const chain = folds.group(itemOf(folds, "chain:n1..n4"));
     assert.deepEqual(chain.children, [1, 2, 3, 4]);
     assert.deepEqual(chain.label, ["MulBackward0 … SumBackward0", "linear run ×4"]);
     assert.equal(chain.size, 4);
@@ -83,14 +83,14 @@ describe("Folds: linear runs", () => {
     const nodes = [root(), ...Array.from({ length }, (_, j) => op(`Op${j}`)), leaf(["w"])];
     const path = Array.from({ length: length + 2 }, (_, j) => j);
     const folds = new Folds(new Graph(pageData({ nodes, edges: chainEdges(path) })));
-    const chain = folds.group(folds.item(`chain:n1..n${length}`));
+    const chain = folds.group(itemOf(folds, `chain:n1..n${length}`));
     // 40 nodes in pieces of 3: thirteen pieces of three (too short to fold: they stay loose) and one node.
     assert.equal(chain.children.length, length);
     assert.deepEqual(chain.children, path.slice(1, length + 1));
     const sixty = Array.from({ length: 62 }, (_, j) => j);
     const long = new Folds(new Graph(pageData({ nodes: [root(), ...sixty.slice(1, 61).map((j) => op(`Op${j}`)), leaf(["w"])], edges: chainEdges(sixty) })));
     // 60 nodes in pieces of ceil(60 / 16) = 4: fifteen chains of four.
-    const pieces = long.group(long.item("chain:n1..n60")).children;
+    const pieces = long.group(itemOf(long, "chain:n1..n60")).children;
     assert.equal(pieces.length, 15);
     for (const [j, piece] of pieces.entries()) {
       assert.ok(long.isGroup(piece));
@@ -112,7 +112,7 @@ describe("Folds: fans of leaves", () => {
   test("four leaves of one node fold into a fan", () => {
     const folds = new Folds(fan(4));
     assert.deepEqual(visibleIds(folds), ["fan:n1:n2..n5", "n0", "n1"]);
-    assert.deepEqual(folds.group(folds.item("fan:n1:n2..n5")).label, ["4 leaves of n1", "×4"]);
+    assert.deepEqual(folds.group(itemOf(folds, "fan:n1:n2..n5")).label, ["4 leaves of n1", "×4"]);
   });
 
   test("three leaves stay apart", () => {
@@ -140,10 +140,10 @@ describe("Folds: modules and parts", () => {
   test("nodes sit in their module's group, nested by path under the model's", () => {
     const folds = new Folds(moduleGraph());
     assert.deepEqual(visibleIds(folds), ["module:", "n0"]);
-    const model = folds.item("module:");
-    const encoder = folds.item("module:encoder");
-    const layer = folds.item("module:encoder.layer");
-    const head = folds.item("module:head");
+    const model = itemOf(folds, "module:");
+    const encoder = itemOf(folds, "module:encoder");
+    const layer = itemOf(folds, "module:encoder.layer");
+    const head = itemOf(folds, "module:head");
     assert.deepEqual(folds.group(model).children.sort(), [encoder, head].sort());
     assert.equal(folds.group(layer).parent, encoder);
     assert.deepEqual(folds.group(layer).children, [2, 3, 4]);
@@ -162,10 +162,10 @@ describe("Folds: modules and parts", () => {
 
   test("reveal opens every group above an item; representatives follow", () => {
     const folds = new Folds(moduleGraph());
-    const model = folds.item("module:");
-    const encoder = folds.item("module:encoder");
-    const layer = folds.item("module:encoder.layer");
-    const head = folds.item("module:head");
+    const model = itemOf(folds, "module:");
+    const encoder = itemOf(folds, "module:encoder");
+    const layer = itemOf(folds, "module:encoder.layer");
+    const head = itemOf(folds, "module:head");
     assert.deepEqual([...folds.representatives()], [0, model, model, model, model, model]);
     folds.reveal(3);
     assert.deepEqual(visibleIds(folds), ["module:head", "n0", "n1", "n2", "n3", "n4"]);
@@ -202,7 +202,7 @@ describe("Folds: modules and parts", () => {
   test("sums adds a value over the nodes inside each group", () => {
     const folds = new Folds(moduleGraph());
     const totals = folds.sums((i) => i); // node positions: encoder holds 1+2+3+4, its layer 2+3+4, head 5
-    const at = (id) => totals[folds.item(id) - folds.graph.n];
+    const at = (id) => totals[itemOf(folds, id) - folds.graph.n];
     assert.equal(at("module:encoder"), 10);
     assert.equal(at("module:encoder.layer"), 9);
     assert.equal(at("module:head"), 5);
@@ -224,14 +224,14 @@ describe("marks", () => {
   test("a folded group counts the marked nodes inside it", () => {
     const nodes = [root(), op("A", { module: "m", diff: "added" }), op("B", { module: "m", diff: "removed" }), op("C", { module: "m", diff: "added" }), op("D", { diff: "changed" })];
     const folds = new Folds(new Graph(pageData({ nodes, edges: [[0, 1, 0, 0], [1, 2, 0, 0], [2, 3, 0, 0], [0, 4, 1, 0]], graph: { diff: {} } })));
-    assert.deepEqual(folds.group(folds.item("module:m")).marks, { added: 2, removed: 1 });
-    assert.deepEqual(folds.group(folds.item("")).marks, { added: 2, removed: 1, changed: 1 });
+    assert.deepEqual(folds.group(itemOf(folds, "module:m")).marks, { added: 2, removed: 1 });
+    assert.deepEqual(folds.group(itemOf(folds, "")).marks, { added: 2, removed: 1, changed: 1 });
   });
 
   test("marks are counted only on a diff's or a non-finite report's page", () => {
     const nodes = [op("A", { module: "m", diff: "added" })];
     const folds = new Folds(new Graph(pageData({ nodes })));
-    assert.equal(folds.group(folds.item("module:m")).marks, null);
+    assert.equal(folds.group(itemOf(folds, "module:m")).marks, null);
   });
 });
 
@@ -249,7 +249,7 @@ describe("visibleEdges", () => {
   test("edges of a folded chain vanish inside it and keep their indices outside", () => {
     const graph = runOfFour();
     const folds = new Folds(graph);
-    const chain = folds.item("chain:n1..n4");
+    const chain = itemOf(folds, "chain:n1..n4");
     const edges = visibleEdges(graph, folds.representatives());
     assert.deepEqual(
       edges.map(({ from, to, count }) => [from, to, count]),
@@ -267,7 +267,7 @@ describe("visibleEdges", () => {
     const folds = new Folds(graph);
     const [bundle] = visibleEdges(graph, folds.representatives());
     assert.equal(bundle.from, 0);
-    assert.equal(bundle.to, folds.item("module:"));
+    assert.equal(bundle.to, itemOf(folds, "module:"));
     assert.equal(bundle.count, count);
     assert.equal(bundle.bundled, count);
     assert.equal(bundle.next, `0…${count - 1}`);

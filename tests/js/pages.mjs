@@ -42,7 +42,7 @@ export function pageData({ nodes, edges = [], graph = {}, ids = null, options = 
     flat.push(source, target, 0, nextIndex, inputNr);
     if (extra) edgeExtra[String(e)] = { next_index: nextIndex, input_nr: inputNr, ...extra };
   });
-  return { graph, options, styles: {}, strings, schemas, ids, nodes: records, edges: flat, edge_extra: edgeExtra };
+  return { graph, options, styles: {}, grad_colors: [], grad_bad_color: "", strings, schemas, ids, nodes: records, edges: flat, edge_extra: edgeExtra };
 }
 
 /** A backward node. */
@@ -55,4 +55,15 @@ export const root = (name = "loss", more = {}) => ({ kind: "root", root: name, s
 /** [source, target, 0, 0] for each consecutive pair of `path`: a chain of single edges. */
 export function chainEdges(path) {
   return path.slice(1).map((target, j) => /** @type {[number, number, number, number]} */ ([path[j], target, 0, 0]));
+}
+
+/**
+ * The item of the node or group `id` in `folds`; an Error where there is none, so a test reads a number.
+ * @param {import("../../gradexport/viewer/src/model.js").Folds} folds
+ * @param {string} id
+ */
+export function itemOf(folds, id) {
+  const item = folds.item(id);
+  if (item === undefined) throw new Error(`itemOf: no node or group ${JSON.stringify(id)} in the folds`);
+  return item;
 }

@@ -153,7 +153,7 @@ function place(direction, items, size, edges) {
   const routes = new Map();
   for (const { edge, from, to } of edges) {
     const p = g.edge({ v: from, w: to, name: edge.id });
-    routes.set(edge.id, { points: p.points.map((q) => /** @type {[number, number]} */ ([q.x, q.y])), x: p.x, y: p.y });
+    routes.set(edge.id, { points: p.points.map((/** @type {{x: number, y: number}} */ q) => /** @type {[number, number]} */ ([q.x, q.y])), x: p.x, y: p.y });
   }
   const graph = g.graph();
   return { positions, routes, width: items.length ? graph.width : 0, height: items.length ? graph.height : 0 };

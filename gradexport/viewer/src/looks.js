@@ -34,6 +34,10 @@ export const BAR_COLOR = "#5e35b1";
  * @property {import("./model.js").Group} [group] a folded group's
  */
 
+/**
+ * @param {Record<string, any>} attributes
+ * @returns {string}
+ */
 function nodeClass(attributes) {
   const mark = nodeMark(attributes.nonfinite, attributes.diff);
   if (mark) return mark;
@@ -42,7 +46,11 @@ function nodeClass(attributes) {
   return ["root", "backward", "leaf", "none", "module"].includes(kind) ? kind : "backward";
 }
 
-/** The outline a group (folded, or the box of an opened one) takes for the marks inside: non-finite first, else a diff's. */
+/**
+ * The outline a group (folded, or the box of an opened one) takes for the marks inside: non-finite first, else a diff's.
+ * @param {import("./model.js").Group} group
+ * @returns {string | null}
+ */
 export function groupMark(group) {
   const marks = group.marks;
   if (!marks) return null;
@@ -52,7 +60,11 @@ export function groupMark(group) {
   return diffs.length === 1 ? diffs[0] : diffs.length ? "changed" : null;
 }
 
-/** The line a folded group shows for the marked nodes inside it: "non-finite gradient starts inside", "+2 added · −1 removed". */
+/**
+ * The line a folded group shows for the marked nodes inside it: "non-finite gradient starts inside", "+2 added · −1 removed".
+ * @param {import("./model.js").Group} group
+ * @param {Record<string, string>} words
+ */
 function marksInside(group, words) {
   const marks = group.marks;
   if (!marks) return null;
@@ -97,7 +109,7 @@ export function itemLook(viewer, item) {
 function edgeLook(viewer, edge) {
   const { graph, words } = viewer;
   if (!graph.marked) return null;
-  const found = new Set(edge.edges.map((e) => edgeMark(graph.edgeAttributes(e))).filter(Boolean));
+  const found = new Set(edge.edges.map((e) => edgeMark(graph.edgeAttributes(e))).filter((mark) => mark !== null));
   if (!found.size) return null;
   // edgeMark gives one of these five, so one is found.
   const mark = /** @type {string} */ (["origin", "path", "removed", "added", "changed"].find((m) => found.has(m)));
@@ -130,15 +142,26 @@ export function edgeLines(viewer, edge) {
   return lines;
 }
 
-/** The title of the box an opened group `b` draws around its items. */
+/**
+ * The title of the box an opened group `b` draws around its items.
+ * @param {import("./model.js").Folds} folds
+ * @param {number} b an opened group
+ */
 export function boxTitle(folds, b) {
   const group = folds.group(b);
   return printable(group.kind === "module" ? `${group.label[0]} ▾` : `${group.label[0]} · ${group.label[1]} ▾`);
 }
 
-/** The SVG path of a node shape (a style's `shape`) in the rectangle x, y, w, h. */
+/**
+ * The SVG path of a node shape (a style's `shape`) in the rectangle x, y, w, h.
+ * @param {string} shape
+ * @param {number} x
+ * @param {number} y
+ * @param {number} w
+ * @param {number} h
+ */
 export function shapePath(shape, x, y, w, h) {
-  const r = (radius) =>
+  const r = (/** @type {number} */ radius) =>
     `M${x + radius},${y} H${x + w - radius} A${radius},${radius} 0 0 1 ${x + w},${y + radius} V${y + h - radius} ` +
     `A${radius},${radius} 0 0 1 ${x + w - radius},${y + h} H${x + radius} A${radius},${radius} 0 0 1 ${x},${y + h - radius} ` +
     `V${y + radius} A${radius},${radius} 0 0 1 ${x + radius},${y} Z`;

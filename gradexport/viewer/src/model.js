@@ -18,11 +18,11 @@
  * @property {Record<string, NodeStyle>} styles the node styles by class (gradexport.formats.styles)
  * @property {Record<string, string>} [mark_words] the words of each mark ("+ added", ...)
  * @property {Record<string, string>} [mark_colors] the colour of each edge mark
- * @property {string[]} [grad_colors] the gradient scale's colours, light theme
+ * @property {string[]} grad_colors the gradient scale's colours, light theme
  * @property {string[]} [grad_colors_dark] and dark theme
  * @property {number[]} [grad_bounds] the norms where the scale's steps start
  * @property {string[]} [grad_legend] each step's legend text
- * @property {string} [grad_bad_color] the colour of a non-finite gradient
+ * @property {string} grad_bad_color the colour of a non-finite gradient
  * @property {string | null} [title] the page's title
  * @property {import("./steps.js").StepData} [steps] a replay's steps
  *
@@ -122,11 +122,20 @@ export class Graph {
     }
   }
 
+  /**
+   * @param {number} i a node
+   * @returns {string}
+   */
   id(i) {
     return this.ids ? this.ids[i] : "n" + i;
   }
 
-  /** One attribute of node i, or undefined. */
+  /**
+   * One attribute of node i, or undefined.
+   * @param {number} i
+   * @param {string} key
+   * @returns {any}
+   */
   field(i, key) {
     const record = this.records[i];
     const schema = this.schemas[record[0]];
@@ -135,7 +144,11 @@ export class Graph {
     return schema.interned[j] ? this.strings[record[j + 1]] : record[j + 1];
   }
 
-  /** Every attribute of node i, as the graph model holds it. */
+  /**
+   * Every attribute of node i, as the graph model holds it.
+   * @param {number} i
+   * @returns {Record<string, any>}
+   */
   attributes(i) {
     const record = this.records[i];
     const schema = this.schemas[record[0]];
@@ -146,40 +159,67 @@ export class Graph {
     return out;
   }
 
-  /** The edge's attributes: {next_index, input_nr} plus what else the model holds. */
+  /**
+   * The edge's attributes: {next_index, input_nr} plus what else the model holds.
+   * @param {number} e an edge
+   * @returns {EdgeAttributes}
+   */
   edgeAttributes(e) {
     const extra = this.data.edge_extra[e];
     if (extra) return extra;
     return { next_index: this.data.edges[5 * e + 3], input_nr: this.data.edges[5 * e + 4] };
   }
 
+  /**
+   * @param {number} e
+   * @returns {number}
+   */
   edgeKey(e) {
     return this.data.edges[5 * e + 2];
   }
 
+  /**
+   * @param {number} e
+   * @returns {[number | string, number | string]}
+   */
   edgeIndices(e) {
     const extra = this.data.edge_extra[e];
     if (extra) return [extra.next_index ?? "?", extra.input_nr ?? "?"];
     return [this.data.edges[5 * e + 3], this.data.edges[5 * e + 4]];
   }
 
+  /**
+   * @param {number} e
+   * @returns {GradRecord | null}
+   */
   edgeGrad(e) {
     const extra = this.data.edge_extra[e];
-    return extra && extra.grad && typeof extra.grad === "object" ? extra.grad : null;
+    return extra && extra.grad && typeof extra.grad === "object" ? /** @type {GradRecord} */ (extra.grad) : null;
   }
 }
 
+/**
+ * @param {number} n
+ * @param {Int32Array} degrees
+ */
 function csr(n, degrees) {
   const start = new Int32Array(n + 1);
   for (let i = 0; i < n; i++) start[i + 1] = start[i] + degrees[i];
   return start;
 }
 
+/**
+ * @param {string} path
+ * @returns {string | null}
+ */
 function parentPath(path) {
   if (path === "") return null;
   return path.includes(".") ? path.slice(0, path.lastIndexOf(".")) : "";
 }
 
+/**
+ * @param {string} path
+ */
 function level(path) {
   return path === "" ? 0 : path.split(".").length;
 }
@@ -195,6 +235,8 @@ export class Folds {
    */
   constructor(graph, useModules = true) {
     this.graph = graph;
+    /** @type {number[] | null} the groups in post-order, made by the first sums() */
+    this.postOrder = null;
     const n = graph.n;
     this.parent = new Int32Array(n).fill(-1);
     /** @type {Group[]} */
@@ -206,6 +248,7 @@ export class Folds {
     const top = this.addGroup({ id: "", kind: "top", parent: -1, label: [] });
     /** @type {Map<string, number>} */
     const moduleGroups = new Map();
+    /** @type {(path: string) => number} */
     const moduleOf = (path) => {
       let group = moduleGroups.get(path);
       if (group !== undefined) return group;
@@ -231,7 +274,7 @@ export class Folds {
       // A node folded by gradexport.collapse ("module:<path>") sits in its parent module.
       if (typeof path !== "string") home[i] = top;
       else if (graph.field(i, "kind") !== "module") home[i] = moduleOf(path);
-      else home[i] = path === "" ? top : moduleOf(parentPath(path));
+      else home[i] = path === "" ? top : moduleOf(/** @type {string} */ (parentPath(path))); // not the model's: it has a parent
     }
     this.home = home;
     this.foldStructure();
@@ -255,23 +298,42 @@ export class Folds {
     return index;
   }
 
+  /**
+   * @param {number} item a group
+   * @returns {Group}
+   */
   group(item) {
     return this.groups[item - this.graph.n];
   }
 
+  /**
+   * @param {number} item
+   */
   isGroup(item) {
     return item >= this.graph.n;
   }
 
+  /**
+   * @param {number} node
+   * @param {number} group
+   */
   attach(node, group) {
     this.parent[node] = group;
     this.group(group).children.push(node);
   }
 
+  /**
+   * @param {number} item
+   * @returns {string}
+   */
   itemId(item) {
     return this.isGroup(item) ? this.group(item).id : this.graph.id(item);
   }
 
+  /**
+   * @param {string} id
+   * @returns {number | undefined}
+   */
   item(id) {
     const node = this.graph.index.get(id);
     if (node !== undefined) return node;
@@ -279,11 +341,19 @@ export class Folds {
     return group;
   }
 
-  /** What an item is called: a group's first label line, a node's title (nodeTitle). */
+  /**
+   * What an item is called: a group's first label line, a node's title (nodeTitle).
+   * @param {number} item
+   * @returns {string}
+   */
   title(item) {
     return this.isGroup(item) ? this.group(item).label[0] : nodeTitle(this.graph, item);
   }
 
+  /**
+   * @param {number} item
+   * @returns {number}
+   */
   parentOf(item) {
     return this.isGroup(item) ? this.group(item).parent : this.parent[item];
   }
@@ -292,9 +362,9 @@ export class Folds {
   foldStructure() {
     const g = this.graph;
     const home = this.home;
-    const linear = (v) => g.inDeg[v] === 1 && g.outDeg[v] === 1;
-    const next = (v) => g.tgt[g.outEdges[g.outStart[v]]];
-    const prev = (v) => g.src[g.inEdges[g.inStart[v]]];
+    const linear = (/** @type {number} */ v) => g.inDeg[v] === 1 && g.outDeg[v] === 1;
+    const next = (/** @type {number} */ v) => g.tgt[g.outEdges[g.outStart[v]]];
+    const prev = (/** @type {number} */ v) => g.src[g.inEdges[g.inStart[v]]];
     for (let v = 0; v < g.n; v++) {
       if (!linear(v)) continue;
       const p = prev(v);
@@ -318,6 +388,13 @@ export class Folds {
     }
   }
 
+  /**
+   * @param {number[]} members
+   * @param {number} parent
+   * @param {"chain" | "fan"} kind
+   * @param {string} [fanOf] the id of the node whose leaves a fan holds
+   * @returns {number}
+   */
   fold(members, parent, kind, fanOf) {
     const g = this.graph;
     const first = g.id(members[0]);
@@ -348,6 +425,7 @@ export class Folds {
   /**
    * A module (or the top) with more than PART_MAX items directly inside (a Sequential of
    * hundreds of layers) shows them in parts of consecutive items, each a group.
+   * @param {number} group
    */
   split(group) {
     const info = this.group(group);
@@ -377,15 +455,17 @@ export class Folds {
     this.groups.forEach((group, g) => (group.size = sizes[g]));
   }
 
-  /** Per group (by position in this.groups), the sum of valueOf(node) over the model nodes inside it. */
+  /**
+   * Per group (by position in this.groups), the sum of valueOf(node) over the model nodes inside it.
+   * @param {(node: number) => number | boolean} valueOf
+   */
   sums(valueOf) {
     const n = this.graph.n;
     if (!this.postOrder) {
       // Post-order over the tree: a group's total is known before its parent adds it.
       const order = [];
       const stack = [n];
-      while (stack.length) {
-        const group = stack.pop();
+      for (let group = stack.pop(); group !== undefined; group = stack.pop()) {
         order.push(group);
         for (const child of this.group(group).children) if (this.isGroup(child)) stack.push(child);
       }
@@ -394,7 +474,7 @@ export class Folds {
     const totals = new Float64Array(this.groups.length);
     for (let i = 0; i < n; i++) {
       const value = valueOf(i);
-      if (value) totals[this.parent[i] - n] += value;
+      if (value) totals[this.parent[i] - n] += Number(value);
     }
     for (const group of this.postOrder) if (group > n) totals[this.group(group).parent - n] += totals[group - n];
     return totals;
@@ -423,7 +503,10 @@ export class Folds {
     }
   }
 
-  /** Expand level by level while at most `budget` items are visible. */
+  /**
+   * Expand level by level while at most `budget` items are visible.
+   * @param {number} budget
+   */
   openWithin(budget) {
     let frontier = [this.graph.n];
     for (;;) {
@@ -445,8 +528,7 @@ export class Folds {
     const boxes = [];
     const box = new Map();
     const stack = [this.graph.n];
-    while (stack.length) {
-      const group = stack.pop();
+    for (let group = stack.pop(); group !== undefined; group = stack.pop()) {
       const children = this.group(group).children;
       for (let j = children.length - 1; j >= 0; j--) {
         const child = children[j];
@@ -486,11 +568,18 @@ export class Folds {
     return rep;
   }
 
-  /** Make item visible: expand every group above it. */
+  /**
+   * Make item visible: expand every group above it.
+   * @param {number} item
+   */
   reveal(item) {
     for (let p = this.parentOf(item); p > this.graph.n; p = this.group(p).parent) this.expanded.add(p);
   }
 
+  /**
+   * @param {number} item
+   * @returns {number[]}
+   */
   ancestors(item) {
     const out = [];
     for (let p = this.parentOf(item); p > this.graph.n; p = this.group(p).parent) out.push(p);
@@ -501,19 +590,33 @@ export class Folds {
 /** The marks a node can carry, strongest first: where a non-finite gradient started, then a diff's states. */
 export const MARKS = ["nonfinite", "removed", "added", "changed"];
 
-/** A node's mark, as gradexport.formats.labels.node_class picks it, or null. */
+/**
+ * A node's mark, as gradexport.formats.labels.node_class picks it, or null.
+ * @param {unknown} nonfinite
+ * @param {unknown} diff
+ * @returns {string | null}
+ */
 export function nodeMark(nonfinite, diff) {
   if (nonfinite === "origin") return "nonfinite";
   return diff === "added" || diff === "removed" || diff === "changed" ? diff : null;
 }
 
-/** An edge's mark: its diff state (not "same"), else its non-finite mark ("origin" or "path"), or null. */
+/**
+ * An edge's mark: its diff state (not "same"), else its non-finite mark ("origin" or "path"), or null.
+ * @param {EdgeAttributes} attributes
+ * @returns {string | null}
+ */
 export function edgeMark(attributes) {
   const diff = attributes.diff;
   if (diff === "added" || diff === "removed" || diff === "changed") return diff;
   return attributes.nonfinite === "origin" || attributes.nonfinite === "path" ? attributes.nonfinite : null;
 }
 
+/**
+ * @param {Graph} graph
+ * @param {number} i
+ * @returns {string}
+ */
 export function nodeTitle(graph, i) {
   const kind = graph.field(i, "kind");
   if (kind === "root") return String(graph.field(i, "root") ?? "root");
@@ -588,7 +691,7 @@ function bundled(out, n) {
   const replaced = new Map();
   for (const members of pairs.values()) {
     if (members.length <= BUNDLE_AT) continue;
-    const span = (values) => {
+    const span = (/** @type {(number | string)[]} */ values) => {
       let low = values[0];
       let high = values[0];
       for (const value of values) {
@@ -620,19 +723,23 @@ function bundled(out, n) {
   }
   const result = [];
   for (const edge of out) {
+    const bundle = replaced.get(edge);
     if (!replaced.has(edge)) result.push(edge);
-    else if (replaced.get(edge)) result.push(replaced.get(edge));
+    else if (bundle) result.push(bundle);
   }
   return result;
 }
 
-/** Every node on a path from a root to `target` (its ancestors and itself), as marks. */
+/**
+ * Every node on a path from a root to `target` (its ancestors and itself), as marks.
+ * @param {Graph} graph
+ * @param {number} target
+ */
 export function pathMarks(graph, target) {
   const marks = new Uint8Array(graph.n);
   marks[target] = 1;
   const stack = [target];
-  while (stack.length) {
-    const v = stack.pop();
+  for (let v = stack.pop(); v !== undefined; v = stack.pop()) {
     for (let j = graph.inStart[v]; j < graph.inStart[v + 1]; j++) {
       const u = graph.src[graph.inEdges[j]];
       if (!marks[u]) {
@@ -658,6 +765,7 @@ export function search(graph, folds, text) {
   const needle = String(text).toLowerCase();
   if (!needle) return [];
   const found = [];
+  /** @type {(value: unknown) => boolean} */
   const hit = (value) =>
     typeof value === "string" ? value.toLowerCase().includes(needle) : Array.isArray(value) && value.some(hit);
   for (const group of folds.groups) {
@@ -676,6 +784,14 @@ export function search(graph, folds, text) {
 
 /** Gradient colour scale, as gradexport.formats.styles.GradScale: the fixed decades of `bounds`, the same in every graph. */
 export class GradScale {
+  /**
+   * @param {Graph} graph
+   * @param {string[]} colors one per step, light theme
+   * @param {string} bad the colour of a non-finite gradient
+   * @param {number[]} [bounds] the norms where the steps start
+   * @param {string[]} [texts] each step's legend text
+   * @param {string[] | null} [darkColors] one per step, dark theme (default: `colors`)
+   */
   constructor(graph, colors, bad, bounds, texts, darkColors) {
     this.colors = colors;
     this.darkColors = darkColors || colors;
@@ -692,30 +808,46 @@ export class GradScale {
     }
   }
 
-  /** The colour step of a gradient: how many bounds its norm reaches; -1 for NaN or infinity. */
+  /**
+   * The colour step of a gradient: how many bounds its norm reaches; -1 for NaN or infinity.
+   * @param {GradRecord} grad
+   * @returns {number}
+   */
   step(grad) {
     if (isBad(grad)) return -1;
     let step = 0;
-    while (step < this.bounds.length && grad.norm >= this.bounds[step]) step++;
+    const norm = /** @type {number} */ (grad.norm); // isBad: a finite number
+    while (step < this.bounds.length && norm >= this.bounds[step]) step++;
     return Math.min(step, this.colors.length - 1);
   }
 
+  /**
+   * @param {number} step
+   */
   width(step) {
     return 1.5 + (2 * step) / (this.colors.length - 1);
   }
 
-  /** The colour of a step as a CSS variable, so that it follows the theme (see `cssRules`). */
+  /**
+   * The colour of a step as a CSS variable, so that it follows the theme (see `cssRules`).
+   * @param {number} step
+   */
   color(step) {
     return `var(--gx-grad-${step})`;
   }
 
   /** CSS that defines the step colours: light theme, then dark (where the light steps would vanish). */
   cssRules() {
-    const vars = (colors) => colors.map((c, i) => `--gx-grad-${i}: ${c};`).join(" ");
+    const vars = (/** @type {string[]} */ colors) => colors.map((c, i) => `--gx-grad-${i}: ${c};`).join(" ");
     return `.gx { ${vars(this.colors)} } .gx[data-theme="dark"] { ${vars(this.darkColors)} }`;
   }
 
-  /** The colour and width of a visible edge: its largest gradient, red if any is not finite. */
+  /**
+   * The colour and width of a visible edge: its largest gradient, red if any is not finite.
+   * @param {Graph} graph
+   * @param {{edges: number[]}} edge
+   * @returns {{color: string, width: number, bad: boolean} | null}
+   */
   style(graph, edge) {
     /** @type {number | null} */
     let worst = null;
@@ -731,6 +863,9 @@ export class GradScale {
   }
 }
 
+/**
+ * @param {GradRecord} grad
+ */
 export function isBad(grad) {
   const norm = grad.norm;
   return Boolean(grad.has_nan || grad.has_inf) || typeof norm !== "number" || !Number.isFinite(norm);

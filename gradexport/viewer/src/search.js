@@ -18,12 +18,14 @@ export function runSearch(viewer, text, reveal) {
   const { folds, graph, panel } = viewer;
   const ids = search(graph, folds, text);
   const rep = viewer.current.rep;
-  viewer.matches = new Set(ids.map((id) => folds.item(id)).map((item) => (folds.isGroup(item) ? item : rep[item])));
+  // search() gives the ids of nodes and groups of these folds.
+  const items = ids.map((id) => /** @type {number} */ (folds.item(id)));
+  viewer.matches = new Set(items.map((item) => (folds.isGroup(item) ? item : rep[item])));
   paintMarks(viewer);
   panel.replaceChildren(el("h2", {}, `${ids.length} match${ids.length === 1 ? "" : "es"}`));
   const list = el("ul", { class: "gx-results" });
-  for (const id of ids.slice(0, 200)) {
-    const item = folds.item(id);
+  for (const [j, id] of ids.slice(0, 200).entries()) {
+    const item = items[j];
     const b = el("button", { type: "button" }, printable(`${id}: ${folds.title(item)}`));
     b.addEventListener("click", () => revealAndSelect(viewer, item));
     const li = el("li");
@@ -31,7 +33,7 @@ export function runSearch(viewer, text, reveal) {
     list.appendChild(li);
   }
   panel.appendChild(list);
-  if (reveal && ids.length) revealAndSelect(viewer, folds.item(ids[0]), true);
+  if (reveal && ids.length) revealAndSelect(viewer, items[0], true);
   return ids;
 }
 

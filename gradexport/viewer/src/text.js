@@ -3,12 +3,18 @@
 // Writes: no viewer field.
 // Changes: nothing (pure: no DOM).
 
+/**
+ * @param {unknown} shape
+ */
 function pyTuple(shape) {
   if (!Array.isArray(shape)) return String(shape);
   return shape.length === 1 ? `(${shape[0]},)` : `(${shape.join(", ")})`;
 }
 
 // As gradexport.formats.labels.tensor_text.
+/**
+ * @param {Record<string, any>} record
+ */
 export function tensorText(record) {
   const parts = "shape" in record ? [pyTuple(record.shape)] : [];
   if (record.dtype !== undefined && record.dtype !== "float32") parts.push(String(record.dtype));
@@ -17,11 +23,16 @@ export function tensorText(record) {
 }
 
 // As gradexport.formats.labels.printable: control characters as escapes.
+/**
+ * @param {unknown} text
+ * @returns {string}
+ */
 export function printable(text) {
   // Matching control characters is what this does: the rule guards against them in a pattern by mistake.
   // The u flag makes a character beyond U+FFFF (an emoji) one character, not two surrogates to escape.
   // eslint-disable-next-line no-control-regex
   return String(text).replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]/gu, (c) => {
+    /** @type {Record<string, string>} */
     const escapes = { "\n": "\\n", "\r": "\\r", "\t": "\\t" };
     const code = c.charCodeAt(0);
     return escapes[c] || (code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0"));
@@ -53,6 +64,9 @@ export function moduleTitle(path, classes) {
 }
 
 // As gradexport.formats.labels.byte_text.
+/**
+ * @param {number} count
+ */
 export function byteText(count) {
   let size = Number(count);
   if (size < 1024) return `${Math.trunc(size)} B`;
@@ -115,7 +129,11 @@ function kindLines(attributes, classes) {
   return lines.filter(Boolean).map((line) => shorten(printable(line)));
 }
 
-/** An attribute's value on one line: a string as it is, anything else as compact JSON. */
+/**
+ * An attribute's value on one line: a string as it is, anything else as compact JSON.
+ * @param {unknown} value
+ * @returns {string}
+ */
 export function formatValue(value) {
   return typeof value === "string" ? printable(value) : printable(JSON.stringify(value, null, 1).replace(/\n\s*/g, " "));
 }
