@@ -65,10 +65,14 @@ dist: setup
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
-# Lint and type checks: ruff (rules in pyproject.toml) and mypy on the package.
+# Lint and type checks: ruff (rules in pyproject.toml) and mypy on the package; for the viewer's JavaScript,
+# ESLint (eslint.config.mjs), TypeScript's check of the JSDoc types (jsconfig.json) and its unit tests (tests/js).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	npm run --silent lint:js
+	npm run --silent typecheck:js
+	npm run --silent test:js
 
 # For development: skips the tests marked slow (torch.compile, deep graphs, site builds) and browser,
 # and draws a fifth of each property test's examples (tests/examples_budget.py).
