@@ -19,6 +19,7 @@ from format_fixtures import needs_dot
 from model_zoo import GPTLike
 
 import gradexport
+from gradexport.api.registry import honoured_options
 from gradexport.core.limits import GRAPHVIZ_SLOW_NODES
 
 
@@ -83,7 +84,7 @@ def test_dot_timeout_is_an_option_of_svg_only_and_of_the_command_line() -> None:
         gradexport.RenderOptions(dot_timeout=0)
     with pytest.raises(TypeError, match="dot_timeout applies only to the svg format"):
         gradexport.to_dot(gpt(1), dot_timeout=5)
-    options = gradexport.ExportOptions.from_text({"dot_timeout": "2.5"}, formats=("svg",), diagram_formats=("svg",))
+    options = gradexport.ExportOptions.from_text({"dot_timeout": "2.5"}, formats=("svg",), honoured=honoured_options())
     assert options.render.dot_timeout == 2.5
 
 

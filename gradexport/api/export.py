@@ -57,7 +57,7 @@ from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
 from ..backward.watch_file import WatchHistory
 from ..core.collector import gc_paused
-from ..core.errors import ArgumentTypeError, ArgumentValueError, StepsUnavailableError
+from ..core.errors import ArgumentTypeError, ArgumentValueError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
@@ -90,8 +90,8 @@ def with_steps(
     Anything else passes through.
 
     Raises:
-        StepsUnavailableError: ``steps=True`` with a graph (it holds no steps),
-            or roots the replay cannot run without side effects.
+        ArgumentTypeError: ``steps=True`` with a graph (it holds no steps).
+        StepsUnavailableError: roots the replay cannot run without side effects.
     """
     keywords = ExportKeywords(**keywords)
     wanted = keywords.get("steps", False)
@@ -102,10 +102,7 @@ def with_steps(
     elif not wanted:
         return graph_or_roots, keywords
     elif isinstance(graph_or_roots, nx.Graph):
-        raise StepsUnavailableError(
-            f"gradexport.{caller}: steps=True needs the roots (to replay them) or a record from gradexport.replay; "
-            "a graph holds no steps"
-        )
+        read_options({"steps": True}, formats=formats, from_roots=False, caller=f"gradexport.{caller}")  # raises: a graph holds no steps
     else:
         if keywords.get("edge_metadata"):
             raise ArgumentTypeError(
@@ -116,6 +113,7 @@ def with_steps(
         record = replay_keeping_grads(
             graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
         )
+    keywords.pop("steps", None)
     graph = record.graph.copy()
     graph.graph[STEPS_ATTRIBUTE] = step_data(record)
     return graph, keywords
@@ -290,7 +288,8 @@ def to_html(
 
     Raises:
         ViewerTooLargeError: a graph too large even for the viewer, before anything is built.
-        StepsUnavailableError: ``steps=True`` with a graph, or with leaves that
+        ArgumentTypeError: ``steps=True`` with a graph (it holds no steps).
+        StepsUnavailableError: ``steps=True`` with leaves that
             have post-accumulate-grad hooks (the replay would run them).
 
     Examples:

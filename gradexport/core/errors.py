@@ -188,7 +188,7 @@ class InPlaceError(GradexportError, RuntimeError):
         self.saved_version = saved_version
         self.version = version
 class StepsUnavailableError(GradexportError, RuntimeError):
-    """``steps=True`` cannot replay these roots without changing the user's state (or was given a graph, which has no steps)."""
+    """``steps=True`` cannot replay these roots without changing the user's state."""
 
 
 class TorchVersionError(GradexportError, RuntimeError):
