@@ -35,7 +35,7 @@ def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
     return {"l": l}, {"x": x}
 
 
-def step_picture(record: gradexport.Replay, number: int) -> nx.MultiDiGraph:
+def step_picture(record: gradexport.records.Replay, number: int) -> nx.MultiDiGraph:
     """The graph of a replay with the node of step ``number`` boxed and the gradients it sent marked.
 
     The box is a module box of the diagram writers, named after the step; each

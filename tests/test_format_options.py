@@ -53,7 +53,7 @@ def roots_of(build: Any) -> tuple[torch.Tensor, torch.nn.Module]:
 def recorded_graph() -> nx.MultiDiGraph:
     """A graph holding everything a diagram option can draw: modules, saved values, None slots, shapes, gradients, order."""
     loss, model = roots_of(small_model)
-    traced = gradexport.to_networkx(loss, module=model, show_none=True, saved=True, edge_metadata=True)
+    traced = gradexport.to_networkx(loss, module=model, show_none=True, show_saved=True, edge_metadata=True)
     recorded = gradexport.record_gradients(loss, module=model)
     for node, order in recorded.nodes(data="exec_order"):
         if order is not None and node in traced:

@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import gradexport
-from gradexport import GraphStream
 from gradexport.api import registry
 from gradexport.api.export import prepare
 from gradexport.api.registry import FORMATS, Format, register
@@ -20,6 +19,7 @@ from gradexport.core.options import ExportKeywords, ExportOptions, OptionWarning
 from gradexport.frontends.cli import main
 from gradexport.frontends.mkdocs.blocks import find_blocks
 from gradexport.frontends.mkdocs.runner import run_blocks
+from gradexport.streams import GraphStream
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_module_for_a_forward_pass_outside_capture_modules_warns():
 
 def test_show_with_a_bad_program_is_an_error_not_mermaid(blog):
     roots, params = blog
-    with pytest.raises(gradexport.GraphvizNotFoundError):
+    with pytest.raises(gradexport.errors.GraphvizNotFoundError):
         gradexport.show(roots, params=params, prog="/no/such/dot")
 
 

@@ -92,7 +92,7 @@ class Format:
             (else the graph is built first).
         drawn_only: Whether it reads only what `gradexport.formats.diagram`
             draws, so that a stream it draws may leave out the rest (see
-            `gradexport.GraphStream`).
+            `gradexport.streams.GraphStream`).
         options: The options it honours (default: `DIAGRAM_OPTIONS` or
             `DATA_OPTIONS`, after ``diagram``); every other one is refused for it.
     """
@@ -175,7 +175,7 @@ def read_options(keywords: Mapping[str, Any], *, formats: Collection[str], from_
         >>> read_options({"direction": "LR"}, formats=["json"], from_roots=True)
         Traceback (most recent call last):
         ...
-        gradexport.ArgumentTypeError: gradexport: direction applies only to dot, svg, mermaid, html, not to json: leave it out, or write one of those formats
+        gradexport.errors.ArgumentTypeError: gradexport: direction applies only to dot, svg, mermaid, html, not to json: leave it out, or write one of those formats
     """
     return ExportOptions.from_keywords(keywords, formats=formats, from_roots=from_roots, honoured=honoured_options(), caller=caller)
 

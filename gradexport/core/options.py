@@ -37,7 +37,7 @@ Examples:
     >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False, honoured={"dot": dot, "mermaid": FormatOptions(frozenset({"fit"}))})
     Traceback (most recent call last):
     ...
-    gradexport.ArgumentTypeError: gradexport: fit applies only to mermaid, not to dot: leave it out, or write one of those formats
+    gradexport.errors.ArgumentTypeError: gradexport: fit applies only to mermaid, not to dot: leave it out, or write one of those formats
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypedDict
 
+from .arguments import collection_of, renamed_keyword
 from .errors import ArgumentTypeError, ArgumentValueError, OptionWarning
 
 # The export functions type their keyword options with Unpack[ExportKeywords].
@@ -59,6 +60,7 @@ else:  # pragma: no cover
 
 __all__ = [
     "DIRECTIONS",
+    "RENAMED",
     "DiagramOptions",
     "ExportKeywords",
     "ExportOptions",
@@ -72,6 +74,9 @@ __all__ = [
     "option_table",
     "where_it_applies",
 ]
+
+#: Earlier spellings of options, still taken with a `gradexport.errors.GradexportDeprecationWarning`: old name to new.
+RENAMED = {"saved": "show_saved"}
 
 #: Accepted values of `DiagramOptions.direction`.
 DIRECTIONS = ("TB", "BT", "LR", "RL")
@@ -191,9 +196,8 @@ class FoldOptions:
         if isinstance(self.fold_modules, str):  # one name or pattern, as collapse(modules=) takes it
             object.__setattr__(self, "fold_modules", (self.fold_modules,))
         elif self.fold_modules is not None:
-            object.__setattr__(self, "fold_modules", tuple(self.fold_modules))
-            if not all(isinstance(name, str) for name in self.fold_modules):
-                raise ArgumentValueError(f"fold_modules must be module names or patterns, got {self.fold_modules!r}")
+            names = collection_of(self.fold_modules, str, caller="gradexport", argument="fold_modules", example="['layers.*']")
+            object.__setattr__(self, "fold_modules", names)
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
             raise ArgumentValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
 
@@ -236,7 +240,7 @@ class DiagramOptions:
         exec_order: Start each node's label with ``#k``, its place in the
             order the engine ran the nodes (the ``exec_order`` attribute).
         saved_bytes: Add a line with the bytes the node's saved tensors hold
-            (``saved_bytes``, from a graph traced with ``saved=True``).
+            (``saved_bytes``, from a graph traced with ``show_saved=True``).
     """
 
     direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", parse=_direction, flag="--direction", metavar="DIR")
@@ -279,7 +283,7 @@ class RenderOptions:
             without changing any leaf's ``.grad`` and embed every step, for the
             viewer's step bar (see `gradexport.api.export.to_html`).
         dot_timeout: Stop Graphviz after this many seconds with a
-            `gradexport.RenderTimeoutError` (``None``, the default: wait).
+            `gradexport.errors.RenderTimeoutError` (``None``, the default: wait).
     """
 
     prog: str | os.PathLike[str] | None = option(
@@ -432,6 +436,10 @@ class ExportOptions:
                 ``formats`` (or only to roots, given a graph), naming where it applies.
             ValueError: a value the option does not accept.
         """
+        keywords = dict(keywords)
+        for old, new in RENAMED.items():
+            if old in keywords:
+                keywords[new] = renamed_keyword(keywords.pop(old), keywords.get(new), caller=caller, old=old, new=new)
         known = {item.name: (group, info) for group, item, info in option_table()}
         unknown = sorted(set(keywords) - set(known))
         if unknown:

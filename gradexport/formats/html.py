@@ -311,9 +311,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
 def _too_large(nodes: int, edges: int) -> None:
     raise ViewerTooLargeError(
         f"graph has over {nodes:,} nodes and {edges:,} edges; the viewer holds at most {MAX_VIEWER_NODES:,} nodes "
-        f"and {MAX_VIEWER_EDGES:,} edges: fold it first with gradexport.collapse(graph, depth) or gradexport.fit "
+        f"and {MAX_VIEWER_EDGES:,} edges: fold it first with gradexport.collapse(graph, depth) or gradexport.tools.fit "
         "(build it with module= inside gradexport.capture_modules() to have modules to fold by), "
-        "or keep a part with gradexport.only_reaching"
+        "or keep a part with gradexport.tools.only_reaching"
     )
 
 
