@@ -479,7 +479,7 @@ def _graphs_to_write() -> list[tuple[str, Any, DiagramOptions | None]]:
     found: list[tuple[str, Any, DiagramOptions | None]] = []
     for name in sorted(CASES):
         for show_none in (False, True):
-            graph = build(name, show_none=show_none, edge_metadata=show_none, saved=show_none)
+            graph = build(name, show_none=show_none, edge_metadata=show_none, show_saved=show_none)
             found += [(f"{name}/{show_none}/{option}", graph, DiagramOptions(show_none=option)) for option in (None, True, False)]
     x = torch.randn(3, requires_grad=True)
     found.append(("gradients", gradexport.record_gradients((x.exp() * x).sum(), params={"x": x}), None))

@@ -243,7 +243,7 @@ def test_no_cost_when_unused(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.randn(3, requires_grad=True)
     library.to_networkx((x * 2).sum())
     assert read == []
-    with library.capture_source():
+    with library.tools.capture_source():
         y = (x * 2).sum()
     library.to_networkx(y)
     assert len(read) == 2

@@ -29,7 +29,7 @@ def walk_options(options: dict[str, object]) -> dict[str, bool]:
     """What the export functions trace roots with for these diagram options."""
     return {
         "show_none": bool(options.get("show_none")),
-        "saved": bool(options.get("show_saved")),
+        "show_saved": bool(options.get("show_saved")),
         "edge_metadata": bool(options.get("edge_shapes")),
     }
 
