@@ -78,8 +78,7 @@ def __getattr__(name: str) -> _Any:
         raise AttributeError(f"module 'gradexport' has no attribute {name!r}")
     _warnings.warn(
         _GradexportDeprecationWarning(
-            f"gradexport.{name} moved to gradexport.{home}.{name}: import it from gradexport.{home}; "
-            "the top tier keeps only the verbs of gradexport.__all__"
+            f"gradexport.{name} moved to gradexport.{home}.{name}: import it from gradexport.{home}; the top tier keeps only the verbs of gradexport.__all__"
         ),
         stacklevel=2,
     )

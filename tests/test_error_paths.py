@@ -182,13 +182,7 @@ def test_every_warning_the_package_emits_is_a_gradexport_warning():
     classes, returns = _warning_classes(), _returns(trees)
     offenders, seen = [], 0
     for path, tree in trees.items():
-        assigned = {
-            target.id: node.value
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Assign)
-            for target in node.targets
-            if isinstance(target, ast.Name)
-        }
+        assigned = {target.id: node.value for node in ast.walk(tree) if isinstance(node, ast.Assign) for target in node.targets if isinstance(target, ast.Name)}
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "warnings.warn"):
                 continue

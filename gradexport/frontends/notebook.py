@@ -259,9 +259,7 @@ def _changed(options: Any) -> dict[str, Any]:
     return {item.name: getattr(options, item.name) for item in dataclasses.fields(options) if getattr(options, item.name) != item.default}
 
 
-def show(
-    graph_or_roots: GraphOrRoots | Replay | torch.nn.Module, inputs: Any = None, /, **options: Unpack[ExportKeywords]
-) -> GraphView:
+def show(graph_or_roots: GraphOrRoots | Replay | torch.nn.Module, inputs: Any = None, /, **options: Unpack[ExportKeywords]) -> GraphView:
     """A `GraphView` of roots, a graph, or a model run on ``inputs``; takes the options of `gradexport.to_svg` and `gradexport.to_mermaid`.
 
     Given a model, ``show(model, inputs)`` runs its forward pass inside
