@@ -37,6 +37,7 @@ from .backward.replay import replay
 from .backward.watch import watch
 from .core.errors import GradexportDeprecationWarning as _GradexportDeprecationWarning
 from .core.errors import GradexportError, GradexportWarning
+from .core.version import __version__ as __version__
 from .formats import from_json
 from .frontends.notebook import show
 from .tracing.graph import to_networkx
