@@ -5,7 +5,7 @@
 - `gradexport.watch` a `Watch`, whose `WatchHistory` `load_watch` reads back
   from a file, `plot_flow` draws and `watch_node_data` exports for Model Explorer;
 - `gradexport.diff` a graph that `describe_diff` summarises as a `DiffSummary`;
-- `gradexport.show` a `GraphView`.
+- `gradexport.show` a `GraphView`, whose ``interactive()`` is a `Viewer`.
 
 Examples:
     >>> import torch, gradexport
@@ -22,7 +22,7 @@ from .backward.nonfinite import NonfiniteReport
 from .backward.replay import Replay, ReplayStart, ReplayStep
 from .backward.watch import Watch
 from .backward.watch_file import WatchHistory, load_watch
-from .frontends.notebook import GraphView
+from .frontends.notebook import GraphView, Viewer
 
 __all__ = [
     "DiffSummary",
@@ -31,6 +31,7 @@ __all__ = [
     "Replay",
     "ReplayStart",
     "ReplayStep",
+    "Viewer",
     "Watch",
     "WatchHistory",
     "describe_diff",
