@@ -6,13 +6,13 @@ others waiting in an all-reduce (a hang), or, when no rank uses a parameter,
 makes DDP raise "Expected to have finished reduction in the prior iteration"
 on the next forward. `compare_ranks` gathers each rank's graph (as JSON, by
 ``torch.distributed.all_gather_object``) and diffs it against rank 0's with
-`gradexport.diff`; `gradexport.unreached` on each rank names the unused
+`gradexport.diff`; `gradexport.tools.unreached` on each rank names the unused
 parameters with their reasons.
 
 Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(2, requires_grad=True)
-    >>> gradexport.compare_ranks(gradexport.to_networkx((x * 2).sum()))  # not distributed: one rank, nothing differs
+    >>> gradexport.tools.compare_ranks(gradexport.to_networkx((x * 2).sum()))  # not distributed: one rank, nothing differs
     {}
 """
 
@@ -36,7 +36,7 @@ def compare_ranks(graph: nx.MultiDiGraph, group: dist.ProcessGroup | None = None
     Args:
         graph: This rank's graph (from `gradexport.to_networkx`; with
             ``module=`` and `gradexport.capture_modules`, the diff names the
-            modules, with `gradexport.capture_source` the lines).
+            modules, with `gradexport.tools.capture_source` the lines).
         group: The process group, the default one when None.
 
     Returns:
@@ -50,7 +50,7 @@ def compare_ranks(graph: nx.MultiDiGraph, group: dist.ProcessGroup | None = None
         >>> store = os.path.join(tempfile.mkdtemp(), "store")
         >>> dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
         >>> x = torch.ones(2, requires_grad=True)
-        >>> gradexport.compare_ranks(gradexport.to_networkx((x * 2).sum()))
+        >>> gradexport.tools.compare_ranks(gradexport.to_networkx((x * 2).sum()))
         {}
         >>> dist.destroy_process_group()
     """
