@@ -2,10 +2,12 @@
 
 Each function returns ``(roots, names)``: the tensors backward starts from,
 and a mapping that names the leaf tensors. That is the shape the command line
-reads (see ``gradexport --help``); it ships with the package, so from any folder::
+reads (see ``gradexport --help``); it ships with the package, so from any folder:
 
-    gradexport gradexport.examples.blog:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
-    gradexport gradexport.examples.blog:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
+```sh
+gradexport gradexport.examples.blog:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
+gradexport gradexport.examples.blog:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
+```
 """
 
 from __future__ import annotations
