@@ -123,7 +123,7 @@ def test_the_reader_sees_the_imports():
     """The checks above see real imports: the walk module imports the fence, the CLI lazily imports the façade's diff."""
     assert "gradexport.tracing._torch" in IMPORTS["gradexport.tracing.graph"]
     assert "gradexport.api.diff" in IMPORTS["gradexport.frontends.cli.diff"]
-    assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.mkdocs.blocks"]  # through importlib.import_module
+    assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.blocks.spec"]  # through importlib.import_module
 
 
 def test_the_architecture_page_draws_the_layers_as_they_are():
