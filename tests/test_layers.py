@@ -17,8 +17,8 @@ import networkx as nx
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradexport"
-#: Modules outside every wing: the package's public surface and ``python -m gradexport``.
-TOP = {"gradexport", "gradexport.__main__"}
+#: Modules outside every wing: the package's public surface, ``python -m gradexport`` and the Sphinx extension's name.
+TOP = {"gradexport", "gradexport.__main__", "gradexport.sphinx"}
 
 
 def module_name(path: Path) -> str:

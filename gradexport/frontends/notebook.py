@@ -43,7 +43,31 @@ from ..core.options import DiagramOptions, ExportKeywords, ExportOptions, FoldOp
 from ..core.source import Source
 from ..formats import html, svg
 
-__all__ = ["GraphView", "show"]
+__all__ = ["GraphView", "record_shown", "show"]
+
+#: The views `show` made since a recorder (`record_shown`) last took them; ``None`` while none listens.
+_shown: list[GraphView] | None = None
+
+
+def record_shown(*, keep_recording: bool = True) -> list[GraphView]:
+    """The views `show` made since the last call; the first call starts the recording, ``keep_recording=False`` ends it.
+
+    A gallery builder (sphinx-gallery's scraper, `gradexport.frontends.sphinx.gallery`)
+    calls it after each block of an example, as matplotlib's scraper asks for
+    the open figures. Outside such a build nothing is recorded, so a notebook
+    keeps no graph alive.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> _ = record_shown()
+        >>> view = show((x * 2).sum())
+        >>> record_shown(keep_recording=False) == [view]
+        True
+    """
+    global _shown
+    taken, _shown = _shown or [], [] if keep_recording else None
+    return taken
 
 
 class GraphView:
@@ -188,7 +212,7 @@ def show(graph_or_roots: GraphOrRoots | Replay, **options: Unpack[ExportKeywords
     prog = export_options.render.prog
     if prog is not None:
         svg.find_graphviz(prog)
-    return GraphView(
+    view = GraphView(
         graph,
         export_options.diagram,
         prog,
@@ -196,3 +220,6 @@ def show(graph_or_roots: GraphOrRoots | Replay, **options: Unpack[ExportKeywords
         page_graph=page_graph,
         dot_timeout=export_options.render.dot_timeout,
     )
+    if _shown is not None:
+        _shown.append(view)
+    return view
