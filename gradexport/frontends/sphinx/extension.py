@@ -67,17 +67,27 @@ class block_node(nodes.General, nodes.Element):
     """A block in a read page, until its results replace it: ``code``, ``options`` and the lines ``start`` and ``line``."""
 
 
+class _EveryOption(dict[str, Any]):
+    """An option spec that takes every name, so that an unknown option stops the build (`read_options` names the
+    known ones) rather than docutils or MyST logging an error and building the page without the block."""
+
+    def __missing__(self, name: str) -> Any:
+        return directives.unchanged
+
+
 class GradexportDirective(SphinxDirective):
     """``.. gradexport::`` (reST) or ```` ```{gradexport} ```` (MyST): a block whose code runs at build time."""
 
     has_content = True
-    option_spec: ClassVar[dict[str, Any]] = dict.fromkeys((*BLOCK_OPTIONS, *option_names()), directives.unchanged)
+    option_spec: ClassVar[dict[str, Any]] = _EveryOption.fromkeys((*BLOCK_OPTIONS, *option_names()), directives.unchanged)
 
     def run(self) -> list[nodes.Node]:
         source, line = self.get_source_info()
         where = f"{_shown_as(self.env, source)}:{line}"
         try:
-            options = read_options(self.options, tuple(self.config.gradexport_formats), where)
+            given = {name: value or "" for name, value in self.options.items()}
+            written = {name: f":{name}: {value}".rstrip() for name, value in given.items()}
+            options = read_options(given, tuple(self.config.gradexport_formats), where, written=written)
         except BlockSyntaxError as error:
             raise BlockFailedError(str(error)) from None
         node = block_node()
