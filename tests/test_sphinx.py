@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
 
 pytest.importorskip("sphinx")
@@ -28,7 +27,6 @@ MERMAID_JS = REPO / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 
 #: A block's code whose graph the tests compare with torch's own.
 CHAIN = """\
-import torch
 x = torch.ones(3, requires_grad=True)
 print("printed by the block")
 (x.exp() * 2).sum()
