@@ -27,6 +27,7 @@ MERMAID_JS = REPO / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
 
 #: A block's code whose graph the tests compare with torch's own.
 CHAIN = """\
+import torch
 x = torch.ones(3, requires_grad=True)
 print("printed by the block")
 (x.exp() * 2).sum()
@@ -181,6 +182,50 @@ def test_an_incremental_build_reruns_only_the_blocks_that_changed(tmp_path):
     (source / "second.rst").write_text(page("second", "Prose.").replace("file=log)", "file=log, end='\\n')"), encoding="utf-8")
     assert sphinx_build(source).returncode == 0
     assert sorted(runs.read_text().split()) == ["first", "second", "second"]
+
+
+GALLERY_EXAMPLE = '''"""
+The chain rule
+==============
+
+Two graphs: one shown, one left as a block's value.
+"""
+
+import torch
+
+import gradexport
+
+x = torch.ones(3, requires_grad=True)
+loss = (x.exp() * 2).sum()
+view = gradexport.show(loss)
+
+# %%
+# A graph as the last value of a block.
+gradexport.to_networkx(x.sin().sum())
+'''
+
+
+def test_a_gallery_example_gets_its_graphs_as_pictures_and_thumbnail(tmp_path):
+    pytest.importorskip("sphinx_gallery")
+    conf = (
+        'extensions = ["sphinx_gallery.gen_gallery", "gradexport.sphinx"]\n'
+        'sphinx_gallery_conf = {"examples_dirs": "examples", "gallery_dirs": "auto_examples", "image_scrapers": ("matplotlib", "gradexport")}\n'
+    )
+    source = make_project(tmp_path, {"index.rst": "Gallery\n=======\n\n.. toctree::\n\n   auto_examples/index\n"}, conf)
+    (source / "examples").mkdir()
+    (source / "examples" / "README.txt").write_text("Examples\n========\n", encoding="utf-8")
+    (source / "examples" / "plot_chain.py").write_text(GALLERY_EXAMPLE, encoding="utf-8")
+    built = sphinx_build(source, "-W")
+    assert built.returncode == 0, built.stdout + built.stderr
+    images = source / "auto_examples" / "images"
+    expected = [node_names(CHAIN), node_names("import torch\nx = torch.ones(3, requires_grad=True)\nx.sin().sum()")]
+    for number, names in enumerate(expected, 1):
+        labels = set(re.findall(r"<text[^>]*>([^<]*)</text>", (images / f"sphx_glr_plot_chain_{number:03}.svg").read_text(encoding="utf-8")))
+        assert names <= {html.unescape(label) for label in labels}, (number, labels)
+    assert (images / "thumb" / "sphx_glr_plot_chain_thumb.svg").read_bytes() == (images / "sphx_glr_plot_chain_001.svg").read_bytes()
+    example_page = (tmp_path / "html" / "auto_examples" / "plot_chain.html").read_text(encoding="utf-8")
+    assert "sphx_glr_plot_chain_001.svg" in example_page and "sphx_glr_plot_chain_002.svg" in example_page
+    assert "sphx_glr_plot_chain_thumb.svg" in (tmp_path / "html" / "auto_examples" / "index.html").read_text(encoding="utf-8")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

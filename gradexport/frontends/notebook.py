@@ -43,14 +43,21 @@ from ..core.options import DiagramOptions, ExportKeywords, ExportOptions, FoldOp
 from ..core.source import Source
 from ..formats import html, svg
 
-__all__ = ["GraphView", "record_shown", "show"]
+__all__ = ["GraphView", "record_shown", "show", "start_recording"]
 
 #: The views `show` made since a recorder (`record_shown`) last took them; ``None`` while none listens.
 _shown: list[GraphView] | None = None
 
 
+def start_recording() -> None:
+    """From now on `show` keeps its views for `record_shown` (once started, calling it again changes nothing)."""
+    global _shown
+    if _shown is None:
+        _shown = []
+
+
 def record_shown(*, keep_recording: bool = True) -> list[GraphView]:
-    """The views `show` made since the last call; the first call starts the recording, ``keep_recording=False`` ends it.
+    """The views `show` made since the last call (or `start_recording`); ``keep_recording=False`` ends the recording.
 
     A gallery builder (sphinx-gallery's scraper, `gradexport.frontends.sphinx.gallery`)
     calls it after each block of an example, as matplotlib's scraper asks for
@@ -60,7 +67,7 @@ def record_shown(*, keep_recording: bool = True) -> list[GraphView]:
     Examples:
         >>> import torch
         >>> x = torch.ones(2, requires_grad=True)
-        >>> _ = record_shown()
+        >>> start_recording()
         >>> view = show((x * 2).sum())
         >>> record_shown(keep_recording=False) == [view]
         True

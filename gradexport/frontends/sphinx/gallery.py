@@ -35,14 +35,17 @@ from typing import Any
 
 import networkx as nx
 
-from ..notebook import GraphView, record_shown, show
+from ..notebook import GraphView, record_shown, show, start_recording
 
 __all__ = ["scrape", "scrape_for_gallery"]
 
 
 def scrape_for_gallery() -> Any:
-    """Start recording `gradexport.show`'s views, and return the scraper (what ``gradexport._get_sg_image_scraper`` returns)."""
-    record_shown()
+    """Start recording `gradexport.show`'s views, and return the scraper (what ``gradexport._get_sg_image_scraper`` returns).
+
+    sphinx-gallery calls it when it reads its configuration and again before every scraping.
+    """
+    start_recording()
     return scrape
 
 
@@ -52,7 +55,7 @@ def scrape(block: Any, block_vars: dict[str, Any], gallery_conf: dict[str, Any])
     last = _last_value(block, block_vars)
     if isinstance(last, nx.MultiDiGraph):
         last = show(last)
-        record_shown()  # shown here, by the scraper: not a view of the block's own
+        record_shown()  # made here, by the scraper: taken now so that the next block does not count it
     if isinstance(last, GraphView) and not any(view is last for view in views):
         views.append(last)
     paths = []
