@@ -39,7 +39,6 @@ Examples:
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -152,11 +151,11 @@ def main(argv: Sequence[str]) -> int:
                 report_warnings(block, result, str(page), strict=strict, inform=_print_error, warn=_print_error)
             relative = page.resolve().relative_to(root)
             rendered[relative] = render_page(text, blocks, results, relative.stem)
-    for relative, result in rendered.items():
+    for relative, written in rendered.items():
         target = args.output / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(result.markdown, encoding="utf-8")
-        for name, content in result.files.items():
+        target.write_text(written.markdown, encoding="utf-8")
+        for name, content in written.files.items():
             (target.parent / name).write_text(content, encoding="utf-8")
     return 1 if warned else 0
 
