@@ -19,8 +19,8 @@ register(Format(
 ))
 ```
 
-``write()`` and ``--format`` then accept it (the MkDocs plugin once
-`gradexport.frontends.mkdocs.embed` says how it sits in a page); options it does
+``write()`` and ``--format`` then accept it (the documentation hosts once
+`gradexport.frontends.blocks.spec` says how it sits in a page); options it does
 not take (``diagram=False`` formats take no diagram options) are refused
 for it by name. A format that needs the whole graph before its first byte
 says so with ``streams``.
