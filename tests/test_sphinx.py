@@ -245,9 +245,11 @@ def site_url(site: Path) -> Iterator[str]:
 
 
 @pytest.mark.browser
-def test_the_page_draws_its_diagrams_offline_in_chromium(site_url, browser):
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_page_draws_its_diagrams_offline_and_readable_in_chromium(site_url, browser, scheme):
     outside = block_outside(browser)
     page = browser.new_page()
+    page.emulate_media(color_scheme=scheme)  # furo's default theme, "auto", follows it
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
@@ -255,7 +257,33 @@ def test_the_page_draws_its_diagrams_offline_in_chromium(site_url, browser):
     page.wait_for_function("document.querySelector('.gradexport-diagram pre.mermaid svg') !== null", timeout=30_000)
     drawn = page.evaluate("[...document.querySelectorAll('.gradexport-diagram pre.mermaid svg .node')].map(node => node.textContent.trim())")
     assert node_names(CHAIN) <= {label.split()[0] for label in drawn if label}, drawn
-    svg_box = page.evaluate("(() => { const box = document.querySelector('.gradexport-svg svg').getBoundingClientRect(); return [box.width, box.height]; })()")
-    assert min(svg_box) > 20
+    colours = page.evaluate(_COLOURS)
     page.close()
     assert not errors and not outside, (errors, outside)
+    assert (_luminance(colours["body"]) < 0.2) == (scheme == "dark"), colours  # the theme did switch
+    for panel in colours["panels"]:
+        assert _luminance(panel) > 0.9, colours
+    assert len(colours["texts"]) >= 2 * len(node_names(CHAIN)), colours  # both diagrams' node labels were found
+    for text in colours["texts"]:  # Mermaid's labels, the SVG's node text
+        assert _luminance(text) < 0.3, colours
+    assert min(colours["svg"]) > 20
+
+
+_COLOURS = """(() => {
+  const colour = element => getComputedStyle(element).color;
+  const svg = document.querySelector('.gradexport-svg svg').getBoundingClientRect();
+  return {
+    body: getComputedStyle(document.body).backgroundColor,
+    panels: [...document.querySelectorAll('.gradexport-diagram')].map(element => getComputedStyle(element).backgroundColor),
+    texts: [...document.querySelectorAll('.gradexport-diagram pre.mermaid .nodeLabel')].map(colour)
+      .concat([...document.querySelectorAll('.gradexport-svg svg g.node text')].map(element => getComputedStyle(element).fill)),
+    svg: [svg.width, svg.height],
+  };
+})()"""
+
+
+def _luminance(css_colour: str) -> float:
+    """Relative luminance (0 black to 1 white) of an ``rgb(...)``/``rgba(...)`` colour, as WCAG defines it."""
+    red, green, blue = (int(part) / 255 for part in re.findall(r"[\d.]+", css_colour)[:3])
+    linear = [part / 12.92 if part <= 0.03928 else ((part + 0.055) / 1.055) ** 2.4 for part in (red, green, blue)]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]

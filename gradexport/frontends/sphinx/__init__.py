@@ -53,8 +53,9 @@ What the build does:
   warnings, which ``sphinx-build -W`` stops on, only with
   ``gradexport_warnings = "strict"`` or a block's ``:warnings: strict``.
 - **Incremental builds**: Sphinx reads again only the pages that changed,
-  and a page's results are kept in the doctree folder (`ResultStore`), keyed by
-  its blocks' code and options (`results_key`): editing a page's prose reruns
+  and a page's results are kept in the doctree folder
+  (`gradexport.frontends.blocks.cache.ResultStore`), keyed by its blocks' code
+  and options (`gradexport.frontends.blocks.cache.results_key`): editing a page's prose reruns
   none of its blocks.
 - **Parallel builds**: the extension is ``parallel_read_safe`` and
   ``parallel_write_safe``; with ``sphinx-build -j N`` each reading process runs
@@ -62,6 +63,8 @@ What the build does:
 - **Offline**: mermaid.js is copied to ``_static/gradexport/`` and loaded
   only by the pages with a Mermaid diagram; the SVG is inlined and the viewer
   sits in an ``<iframe srcdoc>`` with its script; nothing is fetched.
+- **Themes**: diagrams sit on a light panel (``_static/gradexport/gradexport.css``)
+  in light and dark themes alike; the viewer follows the theme's mode.
 
 Diagrams are HTML: builders other than HTML ones show the code and output only.
 

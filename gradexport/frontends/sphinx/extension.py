@@ -38,16 +38,29 @@ log = logging.getLogger(__name__)
 #: Where mermaid.js goes in the built site, under its ``_static`` folder.
 MERMAID_STATIC_PATH = "gradexport/mermaid.min.js"
 
-#: Draws the page's Mermaid diagrams once it has loaded, in the theme's dark or light colours
-#: (furo's and pydata-sphinx-theme's ``data-theme``, else the system's preference).
+#: Draws the page's Mermaid diagrams once it has loaded. Mermaid's light theme in dark themes too: the
+#: diagrams sit on a light panel (`_STYLE`), since the writers' node colours are light in both.
 _MERMAID_START = (
     "document.addEventListener('DOMContentLoaded', function () {"
-    " var theme = document.body.getAttribute('data-theme') || document.documentElement.getAttribute('data-theme');"
-    " var dark = theme === 'dark' || (theme !== 'light' && window.matchMedia('(prefers-color-scheme: dark)').matches);"
-    " mermaid.initialize({startOnLoad: false, theme: dark ? 'dark' : 'default'});"
+    " mermaid.initialize({startOnLoad: false, theme: 'default'});"
     " mermaid.run({querySelector: '.gradexport-diagram pre.mermaid'});"
     "});"
 )
+
+#: Where the diagrams' style goes in the built site, under ``_static``.
+STYLE_STATIC_PATH = "gradexport/gradexport.css"
+
+#: A diagram keeps its natural size and scrolls in its box (its text never shrinks), on a light panel
+#: whatever the theme (furo's and pydata-sphinx-theme's dark modes included), with dark text.
+_STYLE = """\
+.gradexport-diagram { margin: 1em 0; overflow: auto; max-height: 80vh; display: flex; justify-content: safe center;
+  align-items: flex-start; background: #ffffff; color: #1b1b1b; border-radius: 0.2rem; padding: 0.5em; }
+.gradexport-diagram > * { flex: none; margin: 0; }
+.gradexport-diagram pre.mermaid { background: #ffffff; border: none; }
+.gradexport-svg svg { max-width: none; }
+.gradexport-svg svg g.edge text { fill: #424242; }
+.gradexport-format { font-weight: bold; margin-bottom: 0; }
+"""
 
 #: The key of `env.metadata` that marks a page with a Mermaid diagram.
 _HAS_MERMAID = "gradexport_mermaid"
@@ -213,13 +226,16 @@ def add_mermaid(app: Any, pagename: str, templatename: str, context: dict[str, A
 
 
 def finish(app: Any, exception: BaseException | None) -> None:
-    """``build-finished``: end the child process; copy mermaid.js into ``_static``."""
+    """``build-finished``: end the child process; write the diagrams' style and copy mermaid.js into ``_static``."""
     if hasattr(app, "_gradexport_host"):
         app._gradexport_host.runner.close()
-    if exception is None and app.builder.format == "html" and app.config.gradexport_mermaid_js:
-        target = Path(app.outdir) / "_static" / MERMAID_STATIC_PATH
-        target.parent.mkdir(parents=True, exist_ok=True)
-        copy_asset_file(str(_mermaid_source(app)), str(target))
+    if exception is not None or app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    (static / STYLE_STATIC_PATH).parent.mkdir(parents=True, exist_ok=True)
+    (static / STYLE_STATIC_PATH).write_text(_STYLE, encoding="utf-8")
+    if app.config.gradexport_mermaid_js:
+        copy_asset_file(str(_mermaid_source(app)), str(static / MERMAID_STATIC_PATH))
 
 
 def setup(app: Any) -> dict[str, Any]:
@@ -232,6 +248,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_config_value("gradexport_warnings", "show", "env", str)
     app.add_node(block_node)
     app.add_directive("gradexport", GradexportDirective)
+    app.add_css_file(STYLE_STATIC_PATH)
     app.connect("config-inited", check_config)
     app.connect("doctree-read", run_page_blocks)
     app.connect("html-page-context", add_mermaid)
