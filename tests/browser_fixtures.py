@@ -6,6 +6,10 @@ Test modules import :func:`browser` (a fixture) and :func:`block_outside` from h
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,3 +53,22 @@ def block_outside(context: Any) -> list[str]:
 
     context.route("**/*", only_local)
     return outside
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve_folder(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 while the block runs; yield its URL (ending in ``/``)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import html
-import http.server
 import re
-import threading
 from pathlib import Path
-from typing import Any
 
 import markdown
 import pytest
-from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
+from block_fixtures import CHAIN, node_names
+from browser_fixtures import block_outside, browser, serve_folder  # noqa: F401  (browser is a fixture)
 from format_fixtures import parse_mermaid
 
 from gradexport.frontends.cli import main
-
-CHAIN = """\
-import torch
-x = torch.ones(3, requires_grad=True)
-print("printed by the block")
-(x.exp() * 2).sum()
-"""
 
 PAGE = f"""\
 # A page
@@ -38,20 +28,6 @@ Prose stays as it was.
     print("indented", x.shape)
     ```
 """
-
-
-def node_names(code: str) -> set[str]:
-    """The class names of the backward nodes of ``code``'s last value, as torch makes them here (leaves left out)."""
-    namespace: dict[str, Any] = {}
-    *body, last = code.strip().split("\n")
-    exec("\n".join(body), namespace)
-    stack, names = [eval(last, namespace).grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if not hasattr(node, "variable"):
-            names.add(type(node).__name__)
-        stack += [following for following, _ in node.next_functions if following is not None]
-    return names
 
 
 @pytest.fixture(scope="module")
@@ -111,27 +87,17 @@ def test_bad_usage_exits_2(tmp_path, capsys, argv, message):
     assert message in capsys.readouterr().err
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.mark.slow
 @pytest.mark.browser
 def test_the_markdown_shows_its_picture_in_chromium_offline(rendered, browser):
     """The Markdown as a generator would publish it (Python-Markdown's HTML), served locally: the SVG loads."""
     body = markdown.markdown((rendered / "guide" / "page.md").read_text(encoding="utf-8"), extensions=["fenced_code"])
     (rendered / "guide" / "page.html").write_text(f"<!DOCTYPE html><html><body>{body}</body></html>", encoding="utf-8")
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(rendered)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        outside = block_outside(browser)
+    outside = block_outside(browser)
+    with serve_folder(rendered) as url:
         page = browser.new_page()
-        page.goto(f"http://127.0.0.1:{server.server_port}/guide/page.html", wait_until="load")
+        page.goto(f"{url}guide/page.html", wait_until="load")
         sizes = page.evaluate("[...document.images].map(image => [image.getAttribute('src'), image.naturalWidth, image.naturalHeight])")
         page.close()
-    finally:
-        server.shutdown()
-        server.server_close()
     assert sizes and all(width > 20 and height > 20 for _, width, height in sizes), sizes
     assert not outside

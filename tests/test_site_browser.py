@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
+from browser_fixtures import block_outside, browser, serve_folder  # noqa: F401  (browser is a fixture)
 from site_fixtures import BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
 pytestmark = pytest.mark.browser
@@ -21,21 +18,10 @@ pytestmark = pytest.mark.browser
 RENDER_TIMEOUT_S = 30
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site_url(built_site: BuiltSite) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(built_site.directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with serve_folder(built_site.directory) as url:
+        yield url
 
 
 def _walk(node: dict[str, Any], in_shadow: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import html
-import http.server
 import re
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
+from block_fixtures import CHAIN, node_names
+from browser_fixtures import block_outside, browser, serve_folder  # noqa: F401  (browser is a fixture)
 
 pytest.importorskip("sphinx")
 pytest.importorskip("myst_parser")
@@ -24,29 +21,6 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 MERMAID_JS = REPO / "node_modules" / "mermaid" / "dist" / "mermaid.min.js"
-
-#: A block's code whose graph the tests compare with torch's own.
-CHAIN = """\
-import torch
-x = torch.ones(3, requires_grad=True)
-print("printed by the block")
-(x.exp() * 2).sum()
-"""
-
-
-def node_names(code: str) -> set[str]:
-    """The class names of the backward nodes of ``code``'s last value, as torch makes them here (leaves, whose
-    ``AccumulateGrad`` node a diagram draws as the tensor, left out)."""
-    namespace: dict[str, Any] = {}
-    *body, last = code.strip().split("\n")
-    exec("\n".join(body), namespace)
-    stack, names = [eval(last, namespace).grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if not hasattr(node, "variable"):
-            names.add(type(node).__name__)
-        stack += [following for following, _ in node.next_functions if following is not None]
-    return names
 
 
 def make_project(folder: Path, pages: dict[str, str], conf: str = "") -> Path:
@@ -228,20 +202,10 @@ def test_a_gallery_example_gets_its_graphs_as_pictures_and_thumbnail(tmp_path):
     assert "sphx_glr_plot_chain_thumb.svg" in (tmp_path / "html" / "auto_examples" / "index.html").read_text(encoding="utf-8")
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site_url(site: Path) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with serve_folder(site) as url:
+        yield url
 
 
 @pytest.mark.browser
