@@ -139,6 +139,15 @@ def test_a_parallel_build_runs_each_pages_blocks_in_its_reading_process(tmp_path
     assert len(readers) >= 2  # read serially, every block would run in one child of the one build process
 
 
+def test_a_raising_block_fails_a_parallel_build_too(tmp_path):
+    pages = {f"page{number}.rst": f"Page {number}\n=======\n\n" + rst_block(f"print({number})\n", ":show: output") for number in range(8)}
+    pages["page5.rst"] = "Page 5\n======\n\n" + rst_block("x = 1\nraise KeyError('gone')\n")
+    built = sphinx_build(make_project(tmp_path, pages), "-j", "2")
+    assert built.returncode != 0
+    assert "page5.rst:4: the gradexport block on this line failed" in built.stderr, built.stderr
+    assert 'page5.rst", line 7, in <module>' in built.stderr and "KeyError: 'gone'" in built.stderr
+
+
 def test_an_incremental_build_reruns_only_the_blocks_that_changed(tmp_path):
     runs = tmp_path / "runs.txt"
 

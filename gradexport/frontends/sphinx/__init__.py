@@ -6,24 +6,25 @@ Enable it in ``conf.py``:
 extensions = ["gradexport.sphinx"]  # add "myst_parser" for MyST Markdown pages
 ```
 
-Then write an example as a ``gradexport`` directive; its options are the
-MkDocs fence's (`gradexport.frontends.blocks.spec`: ``show``, ``formats``,
-``graph``, ``warnings`` and every export option that can be written as
-text), one per line:
+Then write an example as a ``gradexport`` directive: in reStructuredText
+``.. gradexport::`` with its options one per line below it (``:formats: svg``)
+and the code indented under them; in MyST Markdown (and Jupyter Book 1) a
+```` ```{gradexport} ```` fence:
 
-```rst
-.. gradexport::
-   :formats: svg
-   :direction: LR
-
-   import torch
-   x = torch.ones(3, requires_grad=True)
-   (x * 2).sum()
+````markdown
+```{gradexport}
+:formats: svg
+:direction: LR
+import torch
+x = torch.ones(3, requires_grad=True)
+(x * 2).sum()
 ```
+````
 
-In MyST Markdown (and Jupyter Book 1) the same block is a
-```` ```{gradexport} ```` fence with ``:formats: svg`` lines (or a YAML
-block between ``---`` lines) at its top.
+Its options are the MkDocs fence's (`gradexport.frontends.blocks.spec`:
+``show``, ``formats``, ``graph``, ``warnings`` and every export option that
+can be written as text). The Sphinx guide (``docs/guides/sphinx.md``) has a
+page of each kind that works as pasted.
 
 The blocks of one page run in order in one namespace, as in MkDocs, through
 the engine's runner (`gradexport.frontends.blocks.runner`): in a child
