@@ -76,17 +76,17 @@ def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] =
             if closing == len(lines):
                 raise BlockSyntaxError(f"{where}:{index + 1}: the gradexport block opened here is never closed")
             indent_text = opening["indent"]
-            body = [
-                line[len(indent_text) :] if line.startswith(indent_text) else line.lstrip() for line in lines[index + 1 : closing]
-            ]
+            body = [line[len(indent_text) :] if line.startswith(indent_text) else line.lstrip() for line in lines[index + 1 : closing]]
             options = parse_options(info, default_formats, f"{where}:{index + 1}")
             blocks.append(Block(index, closing + 1, indent_text, "".join(f"{line}\n" for line in body), options, index + 2))
         index = closing + 1
         after_blank = True
     return blocks
 
+
 # Lines that open a container whose content is indented by 4: admonitions, content tabs, list items.
 _CONTAINER = re.compile(r"^[ \t]*(?:(?:!!!|\?\?\?\+?)[ \t]+\S|===[+!]?[ \t]+\"|[-*+][ \t]+\S|\d+[.)][ \t]+\S)")
+
 
 def _width(line: str) -> int:
     """The indentation of ``line`` in columns, a tab reaching the next multiple of 4 (as Python-Markdown reads it)."""
@@ -100,6 +100,7 @@ def _width(line: str) -> int:
             break
     return width
 
+
 def _comment_end(lines: list[str], start: int) -> int:
     """The index of the line that closes the HTML comment opened on ``lines[start]`` (the last line if none does)."""
     after_opening = lines[start].split("<!--", 1)[1]
@@ -109,6 +110,7 @@ def _comment_end(lines: list[str], start: int) -> int:
         if "-->" in lines[index]:
             return index
     return len(lines) - 1
+
 
 def _find_closing(lines: list[str], start: int, opening: re.Match[str]) -> int:
     fence = opening["fence"]

@@ -36,6 +36,7 @@ from .spec import Block, BlockOptions
 
 __all__ = ["BlockResult", "BlockRunner", "report_warnings", "run_blocks"]
 
+
 @dataclass(frozen=True)
 class BlockResult:
     """What running a block produced."""
@@ -61,6 +62,7 @@ def report_warnings(block: Block, result: BlockResult, shown_as: str, *, strict:
     """
     for text in result.warnings:
         (warn if strict else inform)(f"{shown_as}:{block.start + 1}: the gradexport block on this line warned: {text}")
+
 
 def run_blocks(
     blocks: list[Block],
@@ -102,16 +104,14 @@ def run_blocks(
                 diagrams = _render(value, block.options)
         except (Exception, SystemExit) as error:  # noqa: BLE001 - sys.exit() in an example is a failure too, not the build's exit
             _pass_on(errors, log)
-            raise ExampleError(
-                f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n"
-                + _format_traceback(error, path)
-            ) from None
+            raise ExampleError(f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n" + _format_traceback(error, path)) from None
         _pass_on(errors, log)
         warned = tuple(f"{warning.category.__name__}: {warning.message}" for warning in caught)
         # A traceback printed by the block names the page by its place in the docs, not on the build machine.
         printed = _ADDRESS.sub(" at 0x…", output.text() + "".join(f"{text}\n" for text in warned)).replace(path, shown_as)
         results.append(BlockResult(printed, diagrams, warned))
     return results
+
 
 def _pass_on(errors: _CappedOutput, log: Any) -> None:
     """What a block wrote to ``sys.stderr`` (capped like its output), on to the build's log."""
@@ -141,11 +141,9 @@ class _CappedOutput(io.StringIO):
     def text(self) -> str:
         kept = self.getvalue()
         if self.written > len(kept):
-            kept += (
-                f"\n[output cut: the block printed {self.written:,} characters; the first {len(kept):,} are shown "
-                f"({self.setting.format('max_output')})]\n"
-            )
+            kept += f"\n[output cut: the block printed {self.written:,} characters; the first {len(kept):,} are shown ({self.setting.format('max_output')})]\n"
         return kept
+
 
 class BlockRunner:
     """Runs pages' blocks as every host does: each page in a fresh temporary working directory and, with ``isolate``, in a child process.
@@ -251,6 +249,7 @@ class BlockRunner:
     def __exit__(self, *exception: object) -> None:
         self.close()
 
+
 #: How often the child checks that the build still runs (seconds).
 _PARENT_CHECK_S = 0.2
 
@@ -297,7 +296,10 @@ class _CappedDescriptors:
         """Start counting again for the next block; say how much the last one lost (``setting`` names the cap in the note)."""
         with self.lock:
             if self.dropped:
-                os.write(self.log, f"\n[gradexport: a block wrote {self.dropped:,} more bytes to file descriptor 1 or 2; cut ({self.setting.format('max_output')})]\n".encode())
+                os.write(
+                    self.log,
+                    f"\n[gradexport: a block wrote {self.dropped:,} more bytes to file descriptor 1 or 2; cut ({self.setting.format('max_output')})]\n".encode(),
+                )
             self.limit, self.passed, self.dropped, self.setting = limit, 0, 0, setting
 
 
@@ -340,9 +342,11 @@ def _serve_pages(connection: Any) -> None:
         # Skip interpreter teardown: freeing a deep graph there could overflow the stack.
         os._exit(0)
 
+
 # Python's default reprs (``<SumBackward0 object at 0x7f…>``) change on every
 # run; masking the address keeps the built site the same from build to build.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
 
 def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
     """Run a block; return the value of its last line if that is an expression."""
@@ -356,11 +360,13 @@ def _execute(block: Block, path: str, namespace: dict[str, Any]) -> Any:
         return None
     return eval(compile(ast.Expression(last.value), path, "eval"), namespace)
 
+
 def _format_traceback(error: BaseException, path: str) -> str:
     tb: TracebackType | None = error.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename not in (path, "<graph option>"):
         tb = tb.tb_next  # drop gradexport's own frames: the reader wants the example's
     return "".join(traceback.format_exception(type(error), error, tb))
+
 
 def _render(value: Any, options: BlockOptions) -> dict[str, str]:
     """The block's diagrams, from one trace of its roots."""
