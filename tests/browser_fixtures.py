@@ -10,6 +10,7 @@ import contextlib
 import functools
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,19 @@ def serve_folder(directory: Path) -> Iterator[str]:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+def viewer_frame(page: Any, timeout_s: float) -> Any:
+    """The first embedded viewer's frame, once its script API is up and its first drawing is done."""
+    page.wait_for_selector(".gradexport-viewer iframe")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames[1:]:
+            try:
+                if frame.evaluate("Boolean(window.gradexportViewer)"):
+                    frame.evaluate("window.gradexportViewer.ready")
+                    return frame
+            except Exception:  # noqa: BLE001 - a frame still loading
+                pass
+        page.wait_for_timeout(100)
+    raise AssertionError("no embedded viewer started")

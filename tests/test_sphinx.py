@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from block_fixtures import CHAIN, node_names
-from browser_fixtures import block_outside, browser, serve_folder  # noqa: F401  (browser is a fixture)
+from browser_fixtures import block_outside, browser, serve_folder, viewer_frame  # noqa: F401  (browser is a fixture)
 
 pytest.importorskip("sphinx")
 pytest.importorskip("myst_parser")
@@ -50,7 +50,7 @@ def rst_block(code: str, *options: str) -> str:
 
 
 RST_PAGE = f"Page\n====\n\nProse before.\n\n{rst_block(CHAIN, ':formats: svg mermaid', ':direction: LR')}\nProse after.\n"
-MYST_PAGE = f"# MyST page\n\n```{{gradexport}}\n:formats: svg\nimport warnings\nwarnings.warn('careful', UserWarning)\n{CHAIN}```\n"
+MYST_PAGE = f"# MyST page\n\n```{{gradexport}}\n:formats: svg html\nimport warnings\nwarnings.warn('careful', UserWarning)\n{CHAIN}```\n"
 
 
 @pytest.fixture(scope="module")
@@ -260,3 +260,19 @@ def _luminance(css_colour: str) -> float:
     red, green, blue = (int(part) / 255 for part in re.findall(r"[\d.]+", css_colour)[:3])
     linear = [part / 12.92 if part <= 0.03928 else ((part + 0.055) / 1.055) ** 2.4 for part in (red, green, blue)]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize(("scheme", "toggled"), [("light", "dark"), ("dark", "light")])
+def test_the_embedded_viewer_follows_furos_theme_and_its_toggle(site_url, browser, scheme, toggled):
+    outside = block_outside(browser)
+    page = browser.new_page()
+    page.emulate_media(color_scheme=scheme)  # furo's "auto" theme follows it
+    page.goto(site_url + "myst.html", wait_until="load")
+    frame = viewer_frame(page, 30)
+    theme = "document.getElementById('gradexport-viewer').dataset.theme"
+    frame.wait_for_function(f"{theme} === '{scheme}'", timeout=5000)
+    page.evaluate(f"document.body.dataset.theme = '{toggled}'")  # what furo's theme button sets
+    frame.wait_for_function(f"{theme} === '{toggled}'", timeout=5000)
+    page.close()
+    assert not outside
