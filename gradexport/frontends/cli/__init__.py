@@ -55,5 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with handled():  # SIGINT and SIGTERM: temporaries removed, one line, exit 130 or 143
         if argv and argv[0] in COMMANDS:
             return int(COMMANDS[argv[0]].main(argv[1:]))
-        listing = "\n".join(f"  gradexport {name:<6} {module.SUMMARY}" for name, module in COMMANDS.items())
+        width = max(map(len, COMMANDS))
+        listing = "\n".join(f"  gradexport {name:<{width}} {module.SUMMARY}" for name, module in COMMANDS.items())
         return export.main(argv, commands=f"commands (gradexport COMMAND --help for each):\n{listing}")
