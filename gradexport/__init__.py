@@ -88,3 +88,17 @@ def __getattr__(name: str) -> _Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_MOVED))
+
+def _get_sg_image_scraper() -> object:
+    """sphinx-gallery's hook for ``image_scrapers = ("matplotlib", "gradexport")``: the scraper that turns an
+    example's graphs into its pictures (see `gradexport.frontends.sphinx.gallery`).
+
+    Examples:
+        >>> callable(_get_sg_image_scraper())
+        True
+        >>> from gradexport.frontends.notebook import record_shown
+        >>> _ = record_shown(keep_recording=False)  # outside a gallery build: record no views
+    """
+    from .frontends.sphinx.gallery import scrape_for_gallery
+
+    return scrape_for_gallery()

@@ -6,6 +6,11 @@ Test modules import :func:`browser` (a fixture) and :func:`block_outside` from h
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,3 +54,38 @@ def block_outside(context: Any) -> list[str]:
 
     context.route("**/*", only_local)
     return outside
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def serve_folder(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` on 127.0.0.1 while the block runs; yield its URL (ending in ``/``)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(directory)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def viewer_frame(page: Any, timeout_s: float) -> Any:
+    """The first embedded viewer's frame, once its script API is up and its first drawing is done."""
+    page.wait_for_selector(".gradexport-viewer iframe")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for frame in page.frames[1:]:
+            try:
+                if frame.evaluate("Boolean(window.gradexportViewer)"):
+                    frame.evaluate("window.gradexportViewer.ready")
+                    return frame
+            except Exception:  # noqa: BLE001 - a frame still loading
+                pass
+        page.wait_for_timeout(100)
+    raise AssertionError("no embedded viewer started")

@@ -17,8 +17,11 @@ import networkx as nx
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gradexport"
-#: Modules outside every wing: the package's public surface (the top tier and its named modules) and ``python -m gradexport``.
-TOP = {"gradexport", "gradexport.__main__"} | {f"gradexport.{name}" for name in ("constants", "errors", "options", "records", "streams", "tools")}
+#: Modules outside every wing: the package's public surface (the top tier and its named modules), ``python -m gradexport``
+#: and the Sphinx extension's name.
+TOP = {"gradexport", "gradexport.__main__", "gradexport.sphinx"} | {
+    f"gradexport.{name}" for name in ("constants", "errors", "options", "records", "streams", "tools")
+}
 
 
 def module_name(path: Path) -> str:
@@ -123,7 +126,7 @@ def test_the_reader_sees_the_imports():
     """The checks above see real imports: the walk module imports the fence, the CLI lazily imports the façade's diff."""
     assert "gradexport.tracing._torch" in IMPORTS["gradexport.tracing.graph"]
     assert "gradexport.api.diff" in IMPORTS["gradexport.frontends.cli.diff"]
-    assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.mkdocs.blocks"]  # through importlib.import_module
+    assert "gradexport.api.registry" in IMPORTS["gradexport.frontends.blocks.spec"]  # through importlib.import_module
 
 
 def test_the_architecture_page_draws_the_layers_as_they_are():

@@ -222,9 +222,24 @@ def test_a_syntax_error_points_at_the_markdown_line(tmp_path, caplog):
     assert re.search(r'File ".*index.md", line 5\n.*\n.*\nSyntaxError', message), message
 
 
-def test_a_warning_in_an_example_fails_a_strict_build(tmp_path, caplog):
-    page = "text\n\n```gradexport show=\"code\"\nimport warnings\nwarnings.warn('careful', FutureWarning)\n```\n"
+def test_a_warning_in_an_example_is_shown_and_does_not_fail_a_strict_build(tmp_path, caplog):
+    page = "text\n\n```gradexport show=\"code output\"\nimport warnings\nwarnings.warn('careful', FutureWarning)\n```\n"
     config = load_config(str(make_site(tmp_path, {"index.md": page})), site_dir=str(tmp_path / "site"), strict=True)
+    with caplog.at_level("INFO"):
+        build(config)
+    logged = [record for record in caplog.records if "careful" in record.getMessage()]
+    assert [(record.levelname, record.getMessage()) for record in logged] == [
+        ("INFO", "index.md:3: the gradexport block on this line warned: FutureWarning: careful")
+    ]
+    assert "FutureWarning: careful" in html.unescape((tmp_path / "site" / "index.html").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize(("fence", "plugin_option"), [('warnings="strict"', ""), ("", "      warnings: strict\n")])
+def test_a_warning_fails_a_strict_build_where_the_block_or_the_config_asks(tmp_path, caplog, fence, plugin_option):
+    page = f"text\n\n```gradexport show=\"code\" {fence}\nimport warnings\nwarnings.warn('careful', FutureWarning)\n```\n"
+    config_file = make_site(tmp_path, {"index.md": page})
+    config_file.write_text(config_file.read_text(encoding="utf-8").replace("\nmarkdown_extensions", f"\n{plugin_option}markdown_extensions"), encoding="utf-8")
+    config = load_config(str(config_file), site_dir=str(tmp_path / "site"), strict=True)
     with caplog.at_level("WARNING"), pytest.raises(Abort, match="1 warnings in strict mode"):
         build(config)
     assert "index.md:3: the gradexport block on this line warned: FutureWarning: careful" in caplog.text

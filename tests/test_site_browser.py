@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from browser_fixtures import block_outside, browser  # noqa: F401  (browser is a fixture)
+from browser_fixtures import block_outside, browser, serve_folder, viewer_frame  # noqa: F401  (browser is a fixture)
 from site_fixtures import BuiltSite, built_site  # noqa: F401  (built_site is a fixture)
 
 pytestmark = pytest.mark.browser
@@ -21,21 +18,10 @@ pytestmark = pytest.mark.browser
 RENDER_TIMEOUT_S = 30
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site_url(built_site: BuiltSite) -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(built_site.directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with serve_folder(built_site.directory) as url:
+        yield url
 
 
 def _walk(node: dict[str, Any], in_shadow: bool = False) -> Iterator[tuple[dict[str, Any], bool]]:
@@ -391,27 +377,11 @@ def test_search_suggests_and_highlights(built_site):
     assert {"search.suggest", "search.highlight"} <= set(config["features"])
 
 
-def _viewer_frame(page: Any) -> Any:
-    """The first embedded viewer's frame, once its script API is up and its first drawing is done."""
-    page.wait_for_selector(".gradexport-viewer iframe")
-    deadline = time.monotonic() + RENDER_TIMEOUT_S
-    while time.monotonic() < deadline:
-        for frame in page.frames[1:]:
-            try:
-                if frame.evaluate("Boolean(window.gradexportViewer)"):
-                    frame.evaluate("window.gradexportViewer.ready")
-                    return frame
-            except Exception:  # noqa: BLE001 - a frame still loading
-                pass
-        page.wait_for_timeout(100)
-    raise AssertionError("no embedded viewer started")
-
-
 def test_embedded_viewer_follows_the_site_theme(built_site, site_url, browser):
     """On every load the viewer takes the page's scheme (light or slate), and follows the toggle."""
     for palette, expected in [(None, "light"), (DARK_PALETTE, "dark")] * 3:
         page, cdp = _open_page(browser, site_url + "gallery/mlp/", palette)
-        frame = _viewer_frame(page)
+        frame = viewer_frame(page, RENDER_TIMEOUT_S)
         theme = "document.getElementById('gradexport-viewer').dataset.theme"
         frame.wait_for_function(f"{theme} === {json.dumps(expected)}", timeout=5000)
         page.locator("form[data-md-component=palette] label:visible").first.click()
@@ -425,7 +395,7 @@ def test_clicking_a_folded_group_in_a_page_updates_the_panel(built_site, site_ur
     """A real click on a folded group of the large model's viewer: no error in the frame, the panel and breadcrumbs follow."""
     page = browser.new_page()
     page.goto(site_url + "gallery/large-model/", wait_until="load")
-    frame = _viewer_frame(page)
+    frame = viewer_frame(page, RENDER_TIMEOUT_S)
     frame.evaluate("window.__errors = []; window.addEventListener('error', (e) => window.__errors.push(String(e.message)))")
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -466,7 +436,7 @@ def test_embedded_viewer_fits_a_phone(built_site, site_url, browser):
     page = browser.new_page()
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(site_url + "gallery/large-model/", wait_until="load")
-    frame = _viewer_frame(page)
+    frame = viewer_frame(page, RENDER_TIMEOUT_S)
     frame.evaluate("window.gradexportViewer.select(window.gradexportViewer.visible()[1])")
     frame.evaluate("window.gradexportViewer.ready")
     assert frame.evaluate(_OVERFLOWING) == []
@@ -480,7 +450,7 @@ def test_the_page_scrolls_past_an_embedded_viewer(built_site, site_url, browser)
     page = browser.new_page()
     page.set_viewport_size({"width": 1200, "height": 800})
     page.goto(site_url + "gallery/mlp/", wait_until="load")
-    frame = _viewer_frame(page)
+    frame = viewer_frame(page, RENDER_TIMEOUT_S)
     box = page.locator(".gradexport-viewer iframe").first.bounding_box()
     page.evaluate(f"window.scrollTo(0, {box['y'] - 100})")
     page.wait_for_timeout(200)

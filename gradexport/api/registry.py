@@ -19,8 +19,8 @@ register(Format(
 ))
 ```
 
-``write()`` and ``--format`` then accept it (the MkDocs plugin once
-`gradexport.frontends.mkdocs.embed` says how it sits in a page). ``options``
+``write()`` and ``--format`` then accept it (the documentation hosts once
+`gradexport.frontends.blocks.spec` says how it sits in a page). ``options``
 (a `gradexport.core.options.FormatOptions`) declares the options it honours:
 by default `DIAGRAM_OPTIONS` for a diagram, `DATA_OPTIONS` for ``diagram=False``.
 Every other option is refused for it by name, and ``--help``, the plugin's

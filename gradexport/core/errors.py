@@ -14,6 +14,7 @@ GradexportError
 ├── ArgumentTypeError (TypeError): an argument of the wrong type, an unknown option, one that does not apply
 │   └── RootError (also ArgumentValueError): a root that cannot start a backward pass
 ├── ArgumentValueError (ValueError): a value the function does not accept
+│   ├── BlockSyntaxError: a build-time example block whose fence or options cannot be read
 │   ├── GraphFormatError: a JSON document that is not a gradexport graph
 │   └── GraphTooLargeError: no folding brings the graph within a budget
 │       └── ViewerTooLargeError: more than the viewer's page can hold
@@ -32,7 +33,7 @@ GradexportError
 ├── UnreadableFileError (OSError): a file that is there but cannot be read (a folder, no permission)
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
 ├── ModelExplorerNotInstalledError (ImportError): the explorer extra is missing
-└── ExampleError: a MkDocs example block raised
+└── ExampleError: a build-time example block (MkDocs, Sphinx, render-md) raised, ran too long or ended its process
 GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
@@ -61,6 +62,7 @@ __all__ = [
     "ArgumentKeyError",
     "ArgumentTypeError",
     "ArgumentValueError",
+    "BlockSyntaxError",
     "DeepGraphWarning",
     "ExampleError",
     "GradexportDeprecationWarning",
@@ -119,6 +121,10 @@ class RootError(ArgumentTypeError, ArgumentValueError):
     It is both a ``TypeError`` and a ``ValueError``, so that callers who
     catch either of the built-in errors for bad arguments also catch it.
     """
+
+
+class BlockSyntaxError(ArgumentValueError):
+    """A build-time example block cannot be read: an unknown option, a bad value, a fence never closed; the message names the page and line."""
 
 
 class GraphFormatError(ArgumentValueError):
@@ -249,7 +255,7 @@ class ModelExplorerNotInstalledError(GradexportError, ImportError):
 
 
 class ExampleError(GradexportError):
-    """A MkDocs example block raised; the message carries the page, line and traceback."""
+    """A build-time example block raised, ran too long or ended its process; the message carries the page, line and traceback."""
 
 
 class GradexportWarning(UserWarning):

@@ -1,7 +1,9 @@
 """What people use directly: the command line, the MkDocs plugin, the notebook display, the Model Explorer server.
 
 - `gradexport.frontends.cli`: the ``gradexport`` command;
+- `gradexport.frontends.blocks`: the build-time block engine every documentation host shares;
 - `gradexport.frontends.mkdocs`: the MkDocs plugin;
+- `gradexport.frontends.sphinx`: the Sphinx extension (``gradexport.sphinx``) and sphinx-gallery scraper;
 - `gradexport.frontends.notebook`: `gradexport.show` for Jupyter;
 - `gradexport.frontends.model_explorer_server`: opening a graph or a diff
   in Google's Model Explorer.

@@ -55,7 +55,7 @@ from ..core.source import Source
 from ..formats import html, svg
 from ..tracing.modules import capture_modules
 
-__all__ = ["NOTEBOOK_NODES", "GraphView", "Viewer", "show"]
+__all__ = ["NOTEBOOK_NODES", "GraphView", "Viewer", "record_shown", "show", "start_recording"]
 
 #: Above this many nodes, a notebook draws a graph that knows its modules folded to within
 #: this many, as the interactive viewer opens folded: a cell stays small and readable.
@@ -63,6 +63,36 @@ NOTEBOOK_NODES = 150
 
 # Graphviz's SVG starts with an XML declaration, a DOCTYPE and comments, which an HTML cell does not take.
 _SVG_PROLOGUE = re.compile(r"\A(?:\s*(?:<\?xml[^>]*\?>|<!DOCTYPE[^>]*>|<!--.*?-->))*\s*", re.DOTALL)
+#: The views `show` made since a recorder (`record_shown`) last took them; ``None`` while none listens.
+_shown: list[GraphView] | None = None
+
+
+def start_recording() -> None:
+    """From now on `show` keeps its views for `record_shown` (once started, calling it again changes nothing)."""
+    global _shown
+    if _shown is None:
+        _shown = []
+
+
+def record_shown(*, keep_recording: bool = True) -> list[GraphView]:
+    """The views `show` made since the last call (or `start_recording`); ``keep_recording=False`` ends the recording.
+
+    A gallery builder (sphinx-gallery's scraper, `gradexport.frontends.sphinx.gallery`)
+    calls it after each block of an example, as matplotlib's scraper asks for
+    the open figures. Outside such a build nothing is recorded, so a notebook
+    keeps no graph alive.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> start_recording()
+        >>> view = show((x * 2).sum())
+        >>> record_shown(keep_recording=False) == [view]
+        True
+    """
+    global _shown
+    taken, _shown = _shown or [], [] if keep_recording else None
+    return taken
 
 
 class GraphView:
@@ -304,7 +334,7 @@ def show(graph_or_roots: GraphOrRoots | Replay | torch.nn.Module, inputs: Any = 
     prog = export_options.render.prog
     if prog is not None:
         svg.find_graphviz(prog)
-    return GraphView(
+    view = GraphView(
         graph,
         export_options.diagram,
         prog,
@@ -313,6 +343,9 @@ def show(graph_or_roots: GraphOrRoots | Replay | torch.nn.Module, inputs: Any = 
         dot_timeout=export_options.render.dot_timeout,
         fold=not export_options.fold.folds,
     )
+    if _shown is not None:
+        _shown.append(view)
+    return view
 
 
 def _run_forward(model: torch.nn.Module, inputs: Any, options: ExportKeywords) -> tuple[Any, ExportKeywords]:

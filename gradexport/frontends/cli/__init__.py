@@ -39,14 +39,14 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ...core.temporaries import handled
-from . import check, diff, export, view, watch
+from . import check, diff, export, render_md, view, watch
 from .running import split_result
 
 __all__ = ["COMMANDS", "main", "split_result"]
 
 #: The commands named by their first word (a target always has a ``:``, so it is never taken for one).
 #: Each module has a one-line ``SUMMARY`` for ``gradexport --help``, a ``DESCRIPTION`` and a ``main(argv)``.
-COMMANDS: dict[str, ModuleType] = {"view": view, "check": check, "diff": diff, "watch": watch}
+COMMANDS: dict[str, ModuleType] = {"view": view, "check": check, "diff": diff, "watch": watch, "render-md": render_md}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -55,5 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     with handled():  # SIGINT and SIGTERM: temporaries removed, one line, exit 130 or 143
         if argv and argv[0] in COMMANDS:
             return int(COMMANDS[argv[0]].main(argv[1:]))
-        listing = "\n".join(f"  gradexport {name:<6} {module.SUMMARY}" for name, module in COMMANDS.items())
+        width = max(map(len, COMMANDS))
+        listing = "\n".join(f"  gradexport {name:<{width}} {module.SUMMARY}" for name, module in COMMANDS.items())
         return export.main(argv, commands=f"commands (gradexport COMMAND --help for each):\n{listing}")

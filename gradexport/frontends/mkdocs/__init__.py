@@ -38,6 +38,8 @@ Options (each optional):
   or several, shown as content tabs (needs the ``pymdownx.tabbed``
   extension). ``model-explorer`` is refused: it is a file for another app.
   Default: the plugin's ``formats`` option.
+- ``warnings``: ``strict`` makes a warning raised by the block's code a
+  MkDocs warning (default: the plugin option ``warnings``, ``show``).
 - ``graph``: a Python expression, evaluated after the block ran, giving the
   roots (anything `gradexport.to_networkx` takes, or a graph it built). A
   record of `gradexport.replay` draws its graph, and in the ``html``
@@ -75,8 +77,11 @@ blocks, and a failing one shows as an error of the served build.
 
 A failing block stops the build with a `mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
-those of the Markdown file. A warning raised while a block runs is logged as a
-MkDocs warning, so ``mkdocs build --strict`` stops on it too. Examples run inside
+those of the Markdown file. A warning raised by a block's code ends the
+block's output and is logged as information naming the page and line, so a
+correct page does not fail ``mkdocs build --strict``; with the block option
+``warnings="strict"`` or the plugin option ``warnings: strict`` it is a MkDocs
+warning, which ``--strict`` stops on. Examples run inside
 `gradexport.streams.run_with_large_stack`, so deep graphs are safe to build and
 free. Results are cached in memory per page, keyed by the page's blocks, the
 gradexport version and the library's source files: ``mkdocs serve`` re-runs a
@@ -99,14 +104,16 @@ plugins:
       timeout: 60        # seconds per block; 0: no limit
       max_output: 100000 # characters of printed output per block; 0: no cap
       isolate: true      # run each page's blocks in a forked child process
+      warnings: show     # strict: a warning of a block's code is a MkDocs warning
 ```
 
-The package, one module per job:
+The package is a thin host over the block engine (`gradexport.frontends.blocks`),
+which the Sphinx extension and ``gradexport render-md`` share:
 
-- `gradexport.frontends.mkdocs.blocks`: finding the ``gradexport`` fences
-  in a page and reading their options;
-- `gradexport.frontends.mkdocs.runner`: running a page's blocks (in a
-  forked child, with a time limit and an output cap) and rendering their diagrams;
+- `gradexport.frontends.mkdocs.blocks`: the engine's fence reader and option
+  parser, their errors as MkDocs' `PluginError`;
+- `gradexport.frontends.mkdocs.runner`: the engine's runner (in a forked
+  child, with a time limit and an output cap), under its old name;
 - `gradexport.frontends.mkdocs.embed`: the Markdown and HTML that replace a block;
 - `gradexport.frontends.mkdocs.plugin`: the MkDocs plugin that ties them
   to the build (``mkdocs.plugins`` entry point ``gradexport``).

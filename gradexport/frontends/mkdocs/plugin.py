@@ -5,9 +5,6 @@ See `gradexport.frontends.mkdocs` for what a page writes and the plugin's option
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.metadata
 import logging
 import os
 import sys
@@ -21,9 +18,10 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 
 from ...core.errors import ExampleError
+from ..blocks.cache import PACKAGE_DIR, library_fingerprint, results_key
+from ..blocks.runner import BlockResult, BlockRunner, report_warnings
 from .blocks import Block, check_formats, find_blocks
 from .embed import markdown_for, place_diagrams
-from .runner import BlockResult, BlockRunner
 
 __all__ = ["MERMAID_SITE_PATH", "GradexportPlugin", "GradexportPluginConfig", "library_fingerprint"]
 
@@ -32,8 +30,6 @@ log = logging.getLogger("mkdocs.plugins.gradexport")
 #: Where the plugin puts mermaid.js in the built site.
 MERMAID_SITE_PATH = "js/mermaid.min.js"
 
-#: The gradexport package, whose sources the plugin watches and fingerprints.
-_PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 class GradexportPluginConfig(Config):
     """The plugin's options in ``mkdocs.yml``."""
@@ -46,19 +42,17 @@ class GradexportPluginConfig(Config):
     max_output = config_options.Type(int, default=100_000)
     #: Run each page's blocks in a forked child process (POSIX only).
     isolate = config_options.Type(bool, default=hasattr(os, "fork") and sys.platform != "darwin")
+    #: What a warning raised by a block's code becomes: ``show`` (under the block's output, and an
+    #: information line of the log) or ``strict`` (a MkDocs warning, which ``--strict`` stops on).
+    warnings = config_options.Choice(("show", "strict"), default="show")
 
-def library_fingerprint() -> str:
-    """A digest of the gradexport sources: it changes when the library is edited."""
-    digest = hashlib.sha256()
-    for source in sorted(_PACKAGE_DIR.rglob("*.py")):
-        digest.update(source.relative_to(_PACKAGE_DIR).as_posix().encode())
-        digest.update(source.read_bytes())
-    return digest.hexdigest()
+_ENGINE = __package__.rpartition(".")[0] + ".blocks"
+
 
 def _forget_library() -> None:
     """Drop the imported gradexport modules so that the next example imports the edited ones."""
     for name in [name for name in sys.modules if name == "gradexport" or name.startswith("gradexport.")]:
-        if not name.startswith(__package__):  # this plugin stays as MkDocs loaded it
+        if not name.startswith((__package__, _ENGINE)):  # this plugin and its block engine stay as MkDocs loaded them
             del sys.modules[name]
 
 class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
@@ -67,7 +61,7 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
     def __init__(self) -> None:
         # The plugin defines on_startup, so MkDocs keeps this one object across
         # the rebuilds of `mkdocs serve`: the cache lives as long as the server.
-        self._cache: dict[tuple[Any, ...], list[BlockResult]] = {}
+        self._cache: dict[str, list[BlockResult]] = {}
         self._fingerprint: str | None = None
         self._pending: dict[str, dict[str, str]] = {}
         self._tabbed = False
@@ -94,7 +88,9 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
         self._fingerprint = fingerprint
         # A new child per build: it has the library as this build imported it.
         self._runner.close()
-        self._runner = BlockRunner(timeout=self.config.timeout, max_output=self.config.max_output, isolate=self.config.isolate)
+        self._runner = BlockRunner(
+            timeout=self.config.timeout, max_output=self.config.max_output, isolate=self.config.isolate, setting="plugin option {}"
+        )
         if self.config.mermaid_js:
             source = self._mermaid_source(config)
             if not source.is_file():
@@ -118,7 +114,7 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
         return files
 
     def on_serve(self, server: Any, *, config: Any, builder: Any) -> Any:
-        server.watch(str(_PACKAGE_DIR))
+        server.watch(str(PACKAGE_DIR))
         return server
 
     def on_page_markdown(self, markdown: str, *, page: Any, config: Any, files: Files) -> str:
@@ -139,24 +135,18 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
         return "\n".join(lines)
 
     def _results(self, blocks: list[Block], page: Any) -> list[BlockResult]:
-        key = (
-            page.file.src_uri,
-            tuple((block.code, block.options) for block in blocks),
-            importlib.metadata.version("gradexport"),
-            self._fingerprint,
-            self.config.max_output,
-        )
+        key = results_key(blocks, page.file.src_uri, self.config.max_output, self._fingerprint)
         if key not in self._cache:
             path = str(Path(page.file.abs_src_path).resolve()) if page.file.abs_src_path else page.file.src_uri
             try:
                 results = self._runner.run(blocks, path, page.file.src_uri)
             except ExampleError as error:
                 raise PluginError(str(error)) from None
-            for block, result in zip(blocks, results, strict=True):
-                for warning in result.warnings:
-                    # A MkDocs warning, so that `mkdocs build --strict` stops on an example that warns.
-                    log.warning(f"{page.file.src_uri}:{block.start + 1}: the gradexport block on this line warned: {warning}")
             self._cache[key] = results
+        # Every build reports them, cached or not, so that a strict build stops on each.
+        for block, result in zip(blocks, self._cache[key], strict=True):
+            strict = (block.options.warnings or self.config.warnings) == "strict"
+            report_warnings(block, result, page.file.src_uri, strict=strict, inform=log.info, warn=log.warning)
         return self._cache[key]
 
     def _markdown_for(self, block: Block, result: BlockResult, placeholders: dict[str, str]) -> list[str]:
