@@ -49,6 +49,19 @@ def nonfinite():
     return sum((parameter * 0).log().sum() for parameter in parameters), {name: parameter for name, parameter in zip(NAMES, parameters)}
 
 
+def train(watch=None):
+    """Infinite gradients at every module's output: each is flagged exploding, by its hostile name."""
+    model = torch.nn.Sequential()
+    model.add_module(NAMES[2], torch.nn.Linear(2, 2))
+    model.add_module(NAMES[1], torch.nn.Tanh())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    with watch(model, optimizer=optimizer):
+        for _ in range(2):
+            optimizer.zero_grad()
+            (model(torch.ones(3, 2)) * float("inf")).sum().backward()
+            optimizer.step()
+
+
 def first():
     x = torch.ones(2, requires_grad=True)
     return (x * 2).sum(), {NAMES[1]: x}
@@ -103,6 +116,13 @@ def test_diff_names_hostile_leaves_escaped(tmp_path):
     result = run_cli(tmp_path, "diff", "targets.py:first", "targets.py:second")
     assert result.returncode == 1, result.stderr
     assert_escaped(result.stdout, ["\x1b[31mred\x1b[0m"])
+
+
+def test_watch_names_hostile_flagged_modules_escaped(tmp_path):
+    result = run_cli(tmp_path, "watch", "targets.py:train", "--plot", "none", "-q")
+    assert result.returncode == 0, result.stderr
+    lines = assert_escaped(result.stdout, ["a\nforged: line", "\x1b[31mred\x1b[0m"])
+    assert any(line.startswith("\\x1b[31mred\\x1b[0m: exploding: the gradient norm is") for line in lines), lines
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])

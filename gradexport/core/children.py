@@ -17,8 +17,8 @@ because neither alone covers every way our process can end:
   ``setpriv`` is missing or too old (before 2.33), the child calls
   ``prctl`` itself through ``ctypes`` between ``fork`` and ``exec`` (a
   ``preexec_fn``), and ends itself if its parent is gone already; that
-  makes ``subprocess`` fork the whole process instead of ``vfork``, which
-  costs tens of milliseconds in a process holding torch. The kernel ties
+  makes ``subprocess`` fork the whole process instead of ``vfork``, slow
+  for a process as large as one holding torch (see docs/performance.md). The kernel ties
   the signal to the *thread* that started the child: `run_child` waits for
   the child on that thread, so the thread outlives the child unless the
   whole process ends.
