@@ -9,6 +9,7 @@ from typing import Any
 
 import networkx as nx
 import pytest
+import torch
 from examples_budget import budget
 from format_fixtures import FORMAT_CASES
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import gradexport
 from gradexport.analysis.simplify import collapse, hide, module_depth
-from gradexport.formats import GraphFormatError, from_json, to_dot, to_json, to_mermaid
+from gradexport.formats import GraphFormatError, from_json, read_json, to_dot, to_json, to_mermaid
 
 
 def assert_equal_graphs(left: nx.MultiDiGraph, right: nx.MultiDiGraph) -> None:
@@ -234,3 +235,16 @@ def places_values(value: Any) -> list[Any]:
     if isinstance(value, list):
         return [item for child in value for item in places_values(child)]
     return [value]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
+def test_from_json_refuses_bytes_that_read_json_refuses(tmp_path, encoding):
+    """The guarantees page: a file that is not UTF-8 is refused; from_json(bytes) decoded UTF-16 and UTF-32 itself."""
+    x = torch.ones(2, requires_grad=True)
+    path = tmp_path / "graph.json"
+    path.write_bytes(to_json(gradexport.to_networkx((x * 2).sum(), params={"x": x})).encode(encoding))
+    with pytest.raises(GraphFormatError) as from_file:
+        read_json(path)
+    with pytest.raises(GraphFormatError) as from_bytes:
+        from_json(path.read_bytes())
+    assert str(from_file.value).partition(": ")[2] == str(from_bytes.value).partition(": ")[2]

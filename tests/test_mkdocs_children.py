@@ -48,7 +48,7 @@ def blocks_of(code: str, show: str = "output"):
     return find_blocks([f'```gradexport show="{show}"', *code.splitlines(), "```"], "page.md")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_no_child_outlives_a_killed_mkdocs_build(tmp_path, signum):
     pids = tmp_path / "pids"
     page = f"""\

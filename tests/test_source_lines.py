@@ -266,3 +266,17 @@ def test_nested_blocks_keep_the_inner_line(program: tuple[ModuleType, Path, dict
     with gradexport.tools.capture_source(), gradexport.tools.capture_source():
         out = module.ops(x)
     _check(gradexport.to_networkx(out), path, markers, {"mul", "exp", "sum"})
+
+
+def test_a_file_name_with_a_lone_surrogate_does_not_stop_the_trace():
+    """``compile(..., "\\ud800.py", ...)``: linecache's os.stat raised UnicodeEncodeError out of to_networkx."""
+    namespace: dict[str, object] = {}
+    exec(compile("def double_sum(x):\n    return (x * 2).sum()\n", "\ud800.py", "exec"), namespace)
+    x = torch.ones(2, requires_grad=True)
+    with gradexport.tools.capture_source():
+        loss = namespace["double_sum"](x)  # type: ignore[operator]
+    graph = gradexport.to_networkx(loss, params={"x": x})
+    made_there = {data["source"]: data["source_code"] for _, data in graph.nodes(data=True) if "source" in data}
+    assert made_there == {"\ud800.py:2": ""}  # the line, with no text: there is no such file to read it from
+    assert gradexport.from_json(gradexport.to_json(graph)).nodes(data="source") == graph.nodes(data="source")
+    assert "\\ud800.py:2" in gradexport.to_dot(graph)

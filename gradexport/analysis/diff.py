@@ -61,7 +61,7 @@ import networkx as nx
 from ..core.collector import gc_paused
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
-from ..core.reports import html_block, html_table
+from ..core.reports import html_block, html_table, printable
 from ..core.source import KeyedEdges, node_data, predecessors, successors
 
 __all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
@@ -149,7 +149,7 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> DiffSummary:
         what = ", ".join(f"{op} ×{count}" if count > 1 else op for op, count in ops.most_common())
         status = graph.nodes[replacement["node"]]["diff"]
         lines.append(
-            f"replaced: {replacement['node']} {replacement['op']} ({status}) stands for {len(region)} nodes: {what}"
+            printable(f"replaced: {replacement['node']} {replacement['op']} ({status}) stands for {len(region)} nodes: {what}")
         )
     for state in ("changed", "added", "removed"):
         nodes = [node_id for node_id, data in graph.nodes(data=True) if data["diff"] == state and node_id not in in_region]
@@ -605,4 +605,4 @@ def _node_line(graph: nx.MultiDiGraph, node_id: str) -> str:
         text += f" at {data['source']}"
     for key, (value_a, value_b) in data.get("changes", {}).items():
         text += f"  {key}: {value_a} -> {value_b}"
-    return text
+    return printable(text)

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
-from ..core.reports import html_block, html_table
+from ..core.reports import html_block, html_table, printable
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.saved import type_name
@@ -506,13 +506,13 @@ def _user_frames(stack: str) -> list[str]:
 def _some(names: tuple[str, ...], limit: int = 8) -> str:
     if not names:
         return "no parameters reached"
-    shown = ", ".join(names[:limit])
+    shown = ", ".join(map(printable, names[:limit]))
     return shown if len(names) <= limit else f"{shown}, ... ({len(names) - limit} more)"
 
 
 def _label(origin: NonfiniteOrigin) -> str:
     module = f" in module {origin.module!r}" if origin.module is not None else ""
-    return f"{origin.node} {origin.op}{module}"
+    return f"{origin.node} {printable(origin.op)}{module}"
 
 
 def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = True) -> list[str]:
@@ -528,9 +528,9 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
         for gradient in origin.gradients:
             lines.append(f"{indent}  in[{gradient.slot}]  {gradient.describe()}")
     if origin.parameters:
-        lines.append(f"{indent}reaches the parameters: {', '.join(origin.parameters)}")
+        lines.append(f"{indent}reaches the parameters: {', '.join(map(printable, origin.parameters))}")
     if origin.source is not None:
-        lines.append(f"{indent}made at {origin.source}: {origin.source_code or ''}")
+        lines.append(f"{indent}made at {printable(origin.source)}: {printable(origin.source_code or '')}")
     if traceback:
         if origin.traceback is None and origin.source is not None:
             pass  # the line above says where, without anomaly mode
@@ -541,5 +541,5 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
         else:
             frames = _user_frames(origin.traceback)
             lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch and gradexport):")
-            lines += [f"{indent}  {line}" for frame in frames for line in frame.rstrip().splitlines()]
+            lines += [f"{indent}  {printable(line)}" for frame in frames for line in frame.rstrip().splitlines()]
     return lines

@@ -146,8 +146,12 @@ class WatchHistory:
         [[1.0, 0.5]]
     """
 
-    def __init__(self, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    def __init__(self, header: dict[str, Any], records: list[dict[str, Any]], *, source: str | None = None) -> None:
         self.header = header
+        #: Where the records were read (``'run.jsonl'``), for messages; ``None`` for a live watch.
+        self.source = source
+        #: The number of a cut-short last line the reader skipped, and whether it began a graph line.
+        self.torn_line: tuple[int, bool] | None = None
         self.parameters: list[str] = list(header.get("parameters", []))
         self.modules: list[str] = list(header.get("modules", []))
         self.layers: list[str] = list(header.get("layers", []))
@@ -256,13 +260,25 @@ class WatchHistory:
         writers colour edges by (``grad_norms=True``).
         """
         if not self.graphs:
+            if self.torn_line is not None and self.torn_line[1]:
+                raise GraphFormatError(
+                    f"graph: {self.source!r}, line {self.torn_line[0]}: the graph line is cut short (the watching process "
+                    "was killed while writing it), so no graph was recorded whole; run the watch again"
+                )
             raise ArgumentKeyError("nothing was traced: the watch recorded no graph (trace=False, or no step ran)")
         step = self.steps[-1] if step is None and self.steps else step
         traced = self.graphs[0]
         for record in self.graphs:
             if step is None or record["step"] <= step:
                 traced = record
-        graph = cast("nx.MultiDiGraph[str]", nx.node_link_graph(traced["graph"], directed=True, multigraph=True, **EDGES_KEYWORD))
+        try:
+            graph = cast("nx.MultiDiGraph[str]", nx.node_link_graph(traced["graph"], directed=True, multigraph=True, **EDGES_KEYWORD))
+        except (KeyError, TypeError, ValueError, AttributeError, nx.NetworkXError) as error:
+            where = f"{self.source!r}, " if self.source else ""
+            raise GraphFormatError(
+                f"graph: {where}the graph line of step {traced['step']} is not NetworkX node-link data "
+                f"({type(error).__name__}: {error}); the file was damaged, trace the model again"
+            ) from None
         graph.graph["watch_step"] = step
         if step is None or step not in self.steps:
             return graph
@@ -332,7 +348,10 @@ def load_watch(path: str | os.PathLike[str]) -> WatchHistory:
     """Read a file written by `gradexport.watch` back as a `WatchHistory`.
 
     A last line cut short (the process was killed while writing it) is
-    ignored; any other line that does not parse raises `gradexport.errors.GraphFormatError`.
+    ignored; any other line that is not UTF-8, not JSON, not an object or
+    not shaped as `gradexport.backward.watch_file` describes raises
+    `gradexport.errors.GraphFormatError`, in one line naming the file, the line
+    and the field.
     A missing file raises `gradexport.errors.MissingFileError`, one that
     cannot be read `gradexport.errors.UnreadableFileError`.
 
@@ -345,19 +364,135 @@ def load_watch(path: str | os.PathLike[str]) -> WatchHistory:
         ...     w.step()
         >>> gradexport.records.load_watch(path).param_table("max_abs").rows
         [[3.0, 3.0]]
+        >>> with open(path, "a") as damaged:
+        ...     _ = damaged.write("[]\\n")
+        >>> gradexport.records.load_watch(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        gradexport.errors.GraphFormatError: load_watch: '.../w.jsonl', line 4: a JSON array, not an object; ...
     """
     try:
         lines = Path(path).read_bytes().split(b"\n")
     except OSError as error:
         raise file_error(error, path, "load_watch") from error
     records: list[dict[str, Any]] = []
+    torn: tuple[int, bool] | None = None
+    shape: _Shape | None = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
-        except ValueError:
-            if number == len(lines):
-                break  # the torn last line of a killed writer: no newline after it
-            raise GraphFormatError(f"{str(path)!r}, line {number}: not JSON") from None
-    return history_from_records(records)
+            record = _parse(line)
+        except _Torn as cut:
+            if number == len(lines):  # the torn last line of a killed writer: no newline after it
+                torn = (number, line.startswith(b'{"kind":"graph"'))
+                break
+            raise GraphFormatError(_damaged(path, number, str(cut))) from None
+        except _Misfit as misfit:
+            raise GraphFormatError(_damaged(path, number, str(misfit))) from None
+        try:
+            if shape is None:
+                shape = _Shape.of_header(record)
+            else:
+                shape.check(record)
+        except _Misfit as misfit:
+            raise GraphFormatError(_damaged(path, number, str(misfit))) from None
+        records.append(record)
+    if shape is None:
+        raise GraphFormatError(_damaged(path, 1, "the file holds no header line"))
+    history = WatchHistory(records[0], records[1:], source=str(path))
+    history.torn_line = torn
+    return history
+
+
+def _damaged(path: str | os.PathLike[str], number: int, problem: str) -> str:
+    return f"load_watch: {os.fspath(path)!r}, line {number}: {problem}; a gradexport.watch file holds one JSON object per line (was it edited or cut?)"
+
+
+class _Misfit(Exception):
+    """A line that parses but does not fit the format: what is wrong, where in the line."""
+
+
+class _Torn(Exception):
+    """A line that does not parse: cut short if it is the last one, damaged otherwise."""
+
+
+def _parse(line: bytes) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _Misfit(f"not UTF-8 text: byte {error.start} ({error.reason})") from None
+    try:
+        record = json.loads(text)
+    except RecursionError:  # json's scanner recurses once per level: about 1,000 levels end it
+        raise _Misfit("nested too deep to read (arrays or objects some thousand levels deep)") from None
+    except ValueError as error:
+        raise _Torn(f"not JSON ({error})") from None
+    if not isinstance(record, dict):
+        raise _Misfit(f"a JSON {_json_type(record)}, not an object")
+    return record
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+class _Shape(NamedTuple):
+    """What the header says every later line holds: how many parameters and modules."""
+
+    parameters: int
+    modules: int
+
+    @staticmethod
+    def of_header(record: dict[str, Any]) -> _Shape:
+        if record.get("format") != FORMAT:
+            raise _Misfit(f"not a {FORMAT!r} header (the first line of a watch file)")
+        for field in ("parameters", "modules", "layers"):
+            names = record.get(field, [])
+            if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+                raise _Misfit(f"{field}: expected a list of names, got {_json_type(names)}")
+        thresholds = record.get("thresholds", {})
+        if not isinstance(thresholds, dict) or not all(_is_number(value) for value in thresholds.values()):
+            raise _Misfit("thresholds: expected an object of numbers")
+        return _Shape(len(record.get("parameters", [])), len(record.get("modules", [])))
+
+    def check(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind")
+        if not isinstance(kind, str):
+            raise _Misfit(f"kind: expected a string (step, graph or structure), got {_json_type(kind)}")
+        if kind in ("step", "graph", "structure"):
+            step = record.get("step")
+            if not isinstance(step, int) or isinstance(step, bool):
+                raise _Misfit(f"step: expected an integer, got {_json_type(step)}")
+        if kind == "step":
+            for part, width in (("param", self.parameters), ("module", self.modules)):
+                stats = record.get(part)
+                if not isinstance(stats, dict):
+                    raise _Misfit(f"{part}: expected an object, got {_json_type(stats)}")
+                for stat, values in stats.items():
+                    _check_values(f"{part}.{stat}", values, width)
+        elif kind == "graph":
+            graph, order = record.get("graph"), record.get("order", [])
+            if not isinstance(graph, dict):
+                raise _Misfit(f"graph: expected an object (NetworkX node-link data), got {_json_type(graph)}")
+            if not isinstance(order, list) or not all(isinstance(name, str) for name in order):
+                raise _Misfit(f"order: expected a list of module names, got {_json_type(order)}")
+
+
+def _check_values(field: str, values: Any, width: int) -> None:
+    if values is None:
+        return
+    if not isinstance(values, list) or len(values) != width:
+        got = f"{len(values)} items" if isinstance(values, list) else _json_type(values)
+        raise _Misfit(f"{field}: expected a list of {width} numbers or nulls, got {got}")
+    for index, value in enumerate(values):
+        if value is not None and not _is_number(value):
+            raise _Misfit(f"{field}[{index}]: expected a number or null, got {_json_type(value)}")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

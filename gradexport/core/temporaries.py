@@ -1,7 +1,8 @@
-"""Temporary files and folders, removed when the command line is stopped by SIGINT or SIGTERM.
+"""Temporary files and folders removed, child processes killed, when the command line is stopped by SIGINT, SIGTERM or SIGHUP.
 
 `gradexport.formats.files` tracks each temporary file it writes, the
-Model Explorer server its temporary folder. On the command line the work
+Model Explorer server its temporary folder, `gradexport.core.children`
+each child process (Graphviz) while it runs. On the command line the work
 (the user's function, backward, the export, the server) runs on a worker
 thread (`gradexport.tracing.stack.run_with_large_stack`) and a signal
 reaches the main thread, which only waits. Raising ``KeyboardInterrupt``
@@ -9,9 +10,10 @@ there and returning would let the interpreter shut down under a worker still
 inside torch's C++ backward, and torch aborts the process ("terminate called
 without an active exception", SIGABRT: 3 of 3 interrupts during ``check``'s
 backward), leaving the worker's temporaries behind. So `stop`, the
-handler, removes every tracked path (`remove_all`), prints one line,
-flushes and ends the process with ``os._exit``: status 130 for SIGINT, 143
-for SIGTERM. `handled` installs it around a command; `guard_startup`
+handler, kills every tracked child (`kill_children`), removes every
+tracked path (`remove_all`), prints one line, flushes and ends the process
+with ``os._exit``: status 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP
+(the terminal closed, or an SSH session dropped). `handled` installs it around a command; `guard_startup`
 installs it while ``import gradexport`` is still importing torch, when the
 process is the ``gradexport`` command or ``python -m gradexport`` (a
 library user's program keeps its own handlers). Inside `handled` a
@@ -42,13 +44,26 @@ from contextlib import contextmanager, suppress
 from types import FrameType
 from typing import Any
 
-__all__ = ["EXIT_STATUS", "guard_startup", "handled", "lock", "remove_all", "stop", "track", "untrack"]
+__all__ = [
+    "EXIT_STATUS",
+    "guard_startup",
+    "handled",
+    "kill_children",
+    "lock",
+    "remove_all",
+    "stop",
+    "track",
+    "track_child",
+    "untrack",
+    "untrack_child",
+]
 
 # Taken now: the command line replaces os._exit while the user's function runs (to catch its calls).
 _exit = os._exit
 # Reentrant: the handler runs on the main thread, which may hold it (a write on the main thread).
 _lock = threading.RLock()
 _tracked: dict[str, bool] = {}  # path -> is a folder
+_children: set[int] = set()  # the pids of running child processes
 
 
 def lock() -> Any:
@@ -69,6 +84,37 @@ def untrack(path: str | os.PathLike[str]) -> None:
     """Forget ``path`` (it was published, renamed or removed)."""
     with _lock:
         _tracked.pop(os.fspath(path), None)
+
+
+def track_child(pid: int) -> None:
+    """Remember a running child process, for `kill_children`."""
+    with _lock:
+        _children.add(pid)
+
+
+def untrack_child(pid: int) -> None:
+    """Forget a child process that ended."""
+    with _lock:
+        _children.discard(pid)
+
+
+def kill_children() -> int:
+    """Send SIGKILL to every tracked child process now; how many there were.
+
+    Examples:
+        >>> import subprocess
+        >>> sleeper = subprocess.Popen(["sleep", "60"])
+        >>> track_child(sleeper.pid)
+        >>> kill_children(), sleeper.wait() == -signal.SIGKILL
+        (1, True)
+    """
+    with _lock:
+        for pid in _children:
+            with suppress(OSError):  # it ended meanwhile
+                os.kill(pid, signal.SIGKILL)
+        count = len(_children)
+        _children.clear()
+    return count
 
 
 def remove_all(*, keep_locked: bool = False) -> int:
@@ -99,15 +145,17 @@ def remove_all(*, keep_locked: bool = False) -> int:
 EXIT_STATUS: dict[int, tuple[int, str]] = {
     signal.SIGINT: (130, "interrupted"),
     signal.SIGTERM: (128 + signal.SIGTERM, "terminated"),
+    **({signal.SIGHUP: (128 + signal.SIGHUP, "hung up")} if hasattr(signal, "SIGHUP") else {}),  # not on Windows
 }
 
 
 def stop(signum: int, frame: FrameType | None = None) -> None:
-    """The handler: remove the temporaries, print ``gradexport: error: interrupted`` (or ``terminated``), exit."""
+    """The handler: kill the children, remove the temporaries, print ``gradexport: error: interrupted`` (or ``terminated``), exit."""
     status, word = EXIT_STATUS.get(signum, (128 + signum, "stopped by a signal"))
     # The exit must happen whatever the clean-up meets: an exception raised here would surface in the
     # interrupted code, and Model Explorer's start-up loop swallows every exception (a bare except).
     try:
+        kill_children()
         remove_all(keep_locked=True)
         for stream in (sys.stdout, sys.stderr):
             # Closed or replaced by the user's code, or its buffer held by the very write this signal

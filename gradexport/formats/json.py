@@ -131,10 +131,10 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
         ...
         gradexport.errors.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
     """
+    if isinstance(text, (bytes, bytearray)):  # json.loads would take UTF-16 and UTF-32 too, guessing from the first bytes
+        text = _utf8(bytes(text), "not a gradexport graph")
     try:
         data = json.loads(text)
-    except UnicodeDecodeError as error:
-        raise GraphFormatError(f"not a gradexport graph: not UTF-8 text: byte {error.start} ({error.reason})") from None
     except ValueError as error:  # JSONDecodeError is a ValueError
         raise GraphFormatError(f"not a gradexport graph: not JSON: {error}") from None
     except RecursionError:  # json's scanner recurses once per level: about 1,000 levels end it
@@ -489,8 +489,12 @@ def read_json(path: str | os.PathLike[str], *, caller: str = "read_json") -> nx.
             data = file.read()
     except OSError as error:
         raise file_error(error, path, caller) from error
+    return from_json(_utf8(data, os.fspath(path)))
+
+
+def _utf8(data: bytes, whose: str) -> str:
+    """``data`` decoded as UTF-8, the only encoding a gradexport graph is written in; a BOM stays, for `json` to refuse."""
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise GraphFormatError(f"{os.fspath(path)}: not UTF-8 text: byte {error.start} ({error.reason})") from None
-    return from_json(text)
+        raise GraphFormatError(f"{whose}: not UTF-8 text: byte {error.start} ({error.reason})") from None

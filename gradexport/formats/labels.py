@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.kinds import is_model_id
+from ..core.reports import printable
 from .styles import NODE_STYLES
 
 __all__ = [
@@ -102,29 +103,6 @@ def module_title(path: str, classes: Mapping[str, str] | None = None) -> str:
     else:
         title = f"{path}: {class_name}" if class_name else path
     return shorten(printable(title))
-
-
-# Control characters, line and paragraph separators, lone surrogates and the
-# noncharacters U+FFFE/U+FFFF would break a label line, the file's UTF-8 or the
-# SVG's XML, so they are shown as escapes.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters written as escapes, so that it is one visible line.
-
-    Examples:
-        >>> printable("a\\nb\\x00")
-        'a\\\\nb\\\\x00'
-    """
-    return _UNPRINTABLE.sub(_escape, text)
-
-
-def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    code = ord(char)
-    return _ESCAPES.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def tensor_text(record: Mapping[str, Any]) -> str:

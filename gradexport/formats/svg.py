@@ -31,6 +31,7 @@ import subprocess
 import sysconfig
 import warnings
 
+from ..core.children import run_child
 from ..core.errors import GraphvizNotFoundError, GraphvizSizeWarning, GraphvizWarning, RenderError, RenderTimeoutError
 from ..core.limits import GRAPHVIZ_SLOW_NODES
 from ..core.options import DiagramOptions
@@ -106,8 +107,8 @@ def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None, timeou
     # Piping the text to the program directly: pydot's create() would first
     # parse the whole graph into its object model only to write it back out.
     try:
-        # On a timeout, run() kills the program and waits for it before raising.
-        result = subprocess.run([program, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False, timeout=timeout)
+        # On a timeout, and when this process ends, run_child kills the program (see gradexport.core.children).
+        result = run_child([program, "-Tsvg"], input=dot_text.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RenderTimeoutError(
             f"{program} did not finish laying out {nodes:,} nodes within dot_timeout={timeout:g} s and was stopped; {size_advice()}"

@@ -304,6 +304,22 @@ def source_of(node: Node) -> _Where:
     return node_metadata(node).get(SOURCE_KEY, ())
 
 
+def _line_text(filename: str, line: int) -> str:
+    """The text of a source line, or ``""`` where there is none to read.
+
+    ``linecache`` lets ``os.stat``'s `UnicodeEncodeError` through for a file
+    name the file system cannot hold (``compile(source, "\\ud800.py", "exec")``).
+
+    Examples:
+        >>> _line_text("\\ud800.py", 1)
+        ''
+    """
+    try:
+        return linecache.getline(filename, line).strip()
+    except (ValueError, OSError):  # UnicodeEncodeError is a ValueError
+        return ""
+
+
 def _shown_path(filename: str, cwd: str) -> str:
     if filename.startswith(cwd):
         return filename[len(cwd):]
@@ -325,7 +341,7 @@ def source_attributes(where: _Where) -> dict[str, Any]:
     code, line = where[0]
     attributes: dict[str, Any] = {
         "source": f"{_shown_path(code.co_filename, cwd)}:{line}",
-        "source_code": linecache.getline(code.co_filename, line).strip(),
+        "source_code": _line_text(code.co_filename, line),
         "source_function": code.co_name,
     }
     if len(where) > 1:

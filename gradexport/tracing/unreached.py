@@ -55,6 +55,7 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError
+from ..core.reports import printable
 from ._torch import leaf_variable
 from .graph import Params, _param_pairs
 from .lines import CUTS, Cut, source_attributes
@@ -97,13 +98,13 @@ class Unreached:
     source: str | None = None
 
     def describe(self) -> str:
-        """One line: name, module, reason, and where."""
-        owner = "" if self.module is None else f" (module {self.module or '(model)'})"
-        text = f"{self.name}{owner}: {REASONS[self.reason]}"
+        """One line: name, module, reason, and where (each name through `gradexport.core.reports.printable`)."""
+        owner = "" if self.module is None else f" (module {printable(self.module) or '(model)'})"
+        text = f"{printable(self.name)}{owner}: {REASONS[self.reason]}"
         if self.op is not None:
-            text += f" [{self.op}]"
+            text += f" [{printable(self.op)}]"
         if self.source is not None:
-            text += f" at {self.source}"
+            text += f" at {printable(self.source)}"
         return text
 
 
@@ -129,7 +130,7 @@ class UnreachedReport:
             lines = [f"{len(self.unreached)} trainable parameter(s) get no gradient from the roots:"]
             lines += [f"  {record.describe()}" for record in self.unreached]
         if self.frozen:
-            lines.append(f"{len(self.frozen)} parameter(s) need no gradient (requires_grad=False): {', '.join(self.frozen)}")
+            lines.append(f"{len(self.frozen)} parameter(s) need no gradient (requires_grad=False): {', '.join(map(printable, self.frozen))}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -268,6 +268,11 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
+def _end_group(signum: int, frame: object) -> None:
+    """In the child, on SIGTERM: kill the child's whole process group, the child included."""
+    os.killpg(0, signal.SIGKILL)
+
+
 class _CappedDescriptors:
     """In the child: file descriptors 1 and 2 (``os.write(1, ...)``, a C library's output, ``dot``'s messages) drained
     through a pipe into the build's standard error, at most ``limit`` bytes per block (0: all) with a note for the rest."""
@@ -308,10 +313,14 @@ def _serve_pages(connection: Any) -> None:
 
     It leads its own process group, so that `BlockRunner.close` (after a
     timeout) and the parent watch (`_watch_parent`, when the build is
-    killed) end every process a block started, ``dot`` included.
+    killed) end every process a block started, ``dot`` included. A SIGTERM
+    ends the group too: an interrupted build (Ctrl-C, SIGINT) exits through
+    ``multiprocessing``'s exit hook, which sends SIGTERM to this process
+    alone, and the parent watch dies with it.
     """
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
+    signal.signal(signal.SIGTERM, _end_group)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     descriptors = _CappedDescriptors(0)
     stack = importlib.import_module("gradexport.tracing.stack").run_with_large_stack

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...api.export import write
 from ...tracing.roots import RootError
-from .misbehaving import output_place
+from .misbehaving import output_place, print_lines
 from .running import Failure, call_target, flat, no_graph, on_large_stack, one_line, parse_format_list, parse_target, parsed, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -75,7 +75,7 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     if args.model_explorer:
         from ..model_explorer_server import serve_model_explorer_diff
 
-        print("\n".join(lines), flush=True)  # before the server blocks until Ctrl-C
+        print_lines(lines)  # before the server blocks until Ctrl-C
         bar.close()
         try:
             serve_model_explorer_diff(

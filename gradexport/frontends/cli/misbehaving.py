@@ -10,8 +10,11 @@ said, one line on failure, a failing status when nothing was written):
   afterwards: no ``atexit``, no ``finally`` runs, so it is caught as it is
   called); and a forked copy of the process leaves as soon as the function
   returns in it, so the export runs once, in the parent;
-- `print_lines`: standard output closed by the user's code is reported on
-  standard error in one line, not as a traceback;
+- `print_lines`: every line shown through `gradexport.core.reports.printable`
+  (a name's newline, escape sequence or lone surrogate as an escape), a
+  character the stream's encoding lacks as a backslash escape; standard
+  output closed by the user's code is reported on standard error in one
+  line, not as a traceback;
 - `exit_call_in`: a ``sys.exit()`` raised in a hook or a custom Function's
   backward named as such, not a silent exit status.
 
@@ -31,6 +34,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from ...core.reports import printable
 
 __all__ = ["OutputPlace", "TargetExit", "exit_call_in", "output_place", "print_lines", "watched_call"]
 
@@ -100,10 +105,23 @@ def _leave_child(real_exit: object, status: int) -> None:
 
 
 def print_lines(lines: Iterable[str]) -> bool:
-    """Print ``lines`` on standard output; when the user's code closed it, say so on standard error. Returns whether they were printed."""
+    """Print ``lines`` on standard output, each of their lines `printable`; when the user's code closed it, say so on standard error.
+
+    Returns whether they were printed.
+
+    Examples:
+        >>> print_lines(["2 parameters:\\n  a\\x1b[2J", "b\\ud800"])
+        2 parameters:
+          a\\x1b[2J
+        b\\ud800
+        True
+    """
+    with suppress(OSError, ValueError, AttributeError):  # a stream the user's code replaced may not have it
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
     try:
-        for line in lines:
-            print(line)
+        for text in lines:
+            for line in text.split("\n"):
+                print(printable(line))
         sys.stdout.flush()
         return True
     except (OSError, ValueError, AttributeError):  # closed (ValueError), its descriptor closed (EBADF), or set to None

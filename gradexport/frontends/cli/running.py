@@ -27,6 +27,7 @@ import torch
 from ...api.export import is_plain_name
 from ...api.registry import parse_formats, read_options
 from ...core.errors import GradexportWarning
+from ...core.reports import printable
 from ...tracing.lines import capture_source
 from ...tracing.modules import capture_modules
 from ...tracing.roots import RootError
@@ -158,7 +159,8 @@ def import_file(path: Path) -> Any:
     return module
 
 def flat(message: object) -> str:
-    return " ".join(str(message).split())
+    """``message`` as one visible line: runs of white space as one space, other control characters as escapes."""
+    return printable(" ".join(str(message).split()))
 
 def one_line(error: BaseException) -> str:
     text = flat(error)
@@ -207,7 +209,7 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
     if failure is not None:
         if getattr(args, "traceback", False) and failure.__cause__ is not None:
             traceback.print_exception(failure.__cause__, file=sys.stderr)
-        print(f"{PROG}: error: {failure}", file=sys.stderr)
+        print(f"{PROG}: error: {flat(failure)}", file=sys.stderr)
         return failure.status
     print_lines(lines)
     return status

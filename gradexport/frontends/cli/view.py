@@ -12,7 +12,7 @@ from ...api.export import prepare, write
 from ...api.registry import honoured_options
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
-from .misbehaving import output_place
+from .misbehaving import output_place, print_lines
 from .running import PROG, Failure, add_traceback, call_target, no_graph, on_large_stack, one_line, parsed, refuse_options, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -95,9 +95,7 @@ def _view_watch(argv: Sequence[str]) -> int:
     except (OSError, ValueError, KeyError) as error:
         print(f"{PROG} view: error: {one_line(error)}", file=sys.stderr)
         return 1
-    if args.no_open:
-        print(page)
-    else:
+    if not args.no_open:
         webbrowser.open(page.resolve().as_uri())
-        print(f"opened {page.resolve().as_uri()}")
+    print_lines([str(page) if args.no_open else f"opened {page.resolve().as_uri()}"])
     return 0
