@@ -27,6 +27,10 @@ once; a custom Function's node when its output is used inside the block).
 While Dynamo traces (``torch.compiler.is_compiling()``), the mode only calls
 the op, so a function compiles into the same graphs with and without it.
 
+The mode also checks each floating-point result for NaN and Inf, until the
+first one that holds some: `gradexport.tracing.forward_values` keeps that
+call, its line and its inputs, for `gradexport.find_nonfinite`.
+
 `capture_source` and `gradexport.capture_modules` are independent and nest
 in either order: ``with capture_modules(), capture_source():`` gives every
 node both its module and its line.
@@ -58,6 +62,7 @@ from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
 from ._torch import function_codes, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+from .forward_values import FORWARD_CHECKS, ForwardCheck, ForwardOrigin, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
 
@@ -141,6 +146,8 @@ class _SourceMode(TorchFunctionMode):
         self.last_end = self.begin
         #: Sequence numbers made outside every call: ``[low, high)`` and where.
         self.gaps: list[tuple[int, int, _Where]] = []
+        #: The first call whose result held NaN or Inf (see `gradexport.tracing.forward_values`).
+        self.nonfinite: ForwardOrigin | None = None
 
     def where(self, frame: FrameType | None) -> _Where:
         user = _user_frame(frame)
@@ -171,6 +178,10 @@ class _SourceMode(TorchFunctionMode):
                 self.tag_outputs(result, start, where)
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
+        if self.nonfinite is None:
+            bad = first_nonfinite(result)
+            if bad is not None:
+                self.nonfinite = forward_origin(func, args, kwargs, bad, frame, source_attributes(self.where(frame)))
         return result
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
@@ -279,6 +290,10 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     causes no graph break: under Dynamo it only calls the op); nodes of a
     checkpointed region keep the lines of the checkpointed function.
 
+    The block also keeps the first call whose floating-point result held a
+    NaN or Inf, with its inputs (see `gradexport.tracing.forward_values`):
+    `gradexport.find_nonfinite` reports it as ``forward_origin``.
+
     Examples:
         >>> import torch, gradexport
         >>> layer = torch.nn.Linear(2, 1)
@@ -292,11 +307,13 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     if not _depth[0]:
         CUTS.clear()
     _depth[0] += 1
+    mode = _SourceMode(stack)
     try:
-        with _SourceMode(stack):
+        with mode:
             yield
     finally:
         _depth[0] -= 1
+        FORWARD_CHECKS.append(ForwardCheck(mode.begin, next_sequence_nr(), mode.nonfinite))
 
 
 def source_of(node: Node) -> _Where:
