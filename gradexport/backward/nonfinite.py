@@ -143,8 +143,8 @@ class HiddenRegion:
 
     def describe(self) -> str:
         """One line: the node, what kind of region it is and where it ran."""
-        where = f", run at {self.source}" if self.source is not None else ""
-        return f"{self.node} {self.op} ({_REGION_TEXT[self.kind]}{where})"
+        where = f" run at {self.source}" if self.source is not None else ""
+        return f"{self.node} {self.op}{where}: {_REGION_TEXT[self.kind]}"
 
 
 #: What each opaque region is, and how to see inside it.
@@ -641,6 +641,8 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
         lines.append(f"{indent}(a non-finite grad_outputs, a sum that overflowed, or a tensor hook):")
         for gradient in origin.gradients:
             lines.append(f"{indent}  in[{gradient.slot}]  {gradient.describe()}")
+    if origin.region is not None:
+        lines.append(f"{indent}the value went non-finite somewhere inside it: it is {_REGION_TEXT[origin.region]}")
     if origin.parameters:
         lines.append(f"{indent}reaches the parameters: {', '.join(origin.parameters)}")
     if origin.source is not None:

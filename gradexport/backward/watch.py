@@ -60,6 +60,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
+from ..core.extras import import_extra
 from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
@@ -217,6 +218,7 @@ class Watch(AbstractContextManager["Watch"]):
             self.path = _rank_path(Path(self._path), self.rank) if self.ranks == "each" and self.world_size > 1 else Path(self._path)
             self._file = WatchFile(self.path, self.header, fsync=self.fsync)
         if self._tensorboard is not None and writes:
+            import_extra("tensorboard", "tensorboard", "gradexport.watch(tensorboard=...)")
             from torch.utils.tensorboard import SummaryWriter
 
             self._board = SummaryWriter(log_dir=str(self._tensorboard))

@@ -31,6 +31,7 @@ GradexportError
 ├── MissingFileError (FileNotFoundError): a file that should be there is not
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
 ├── ModelExplorerNotInstalledError (ImportError): the explorer extra is missing
+├── ExtraNotInstalledError (ImportError): a feature's extra (plot, tensorboard) is missing
 └── ExampleError: a MkDocs example block raised
 GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
@@ -57,6 +58,7 @@ __all__ = [
     "ArgumentValueError",
     "DeepGraphWarning",
     "ExampleError",
+    "ExtraNotInstalledError",
     "GradexportError",
     "GradexportWarning",
     "GraphFormatError",
@@ -231,6 +233,10 @@ class ServerError(GradexportError, OSError):
 
 class ModelExplorerNotInstalledError(GradexportError, ImportError):
     """Model Explorer (the ``ai-edge-model-explorer`` package) is not installed."""
+
+
+class ExtraNotInstalledError(GradexportError, ImportError):
+    """A feature needs a package of one of gradexport's extras, and it is not installed; the message names the extra."""
 
 
 class ExampleError(GradexportError):

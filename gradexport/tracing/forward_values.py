@@ -279,10 +279,11 @@ def first_nonfinite(result: Any) -> torch.Tensor | None:
     if type(result) not in _PLAIN or not result.is_floating_point() or result.device.type == "meta":
         return None
     try:
-        with torch.no_grad():
-            if math.isfinite(result.sum().item()):
-                return None
-            return None if bool(torch.isfinite(result).all()) else result
+        # detach(), not no_grad(): half the cost, and neither makes a node (the sequence numbers stay as they were).
+        values = result.detach()
+        if math.isfinite(values.sum().item()):
+            return None
+        return None if bool(torch.isfinite(values).all()) else result
     except RuntimeError:  # a functorch-wrapped tensor cannot be read as a number
         return None
 

@@ -138,9 +138,10 @@ def _user_frame(frame: FrameType | None) -> FrameType | None:
 class _SourceMode(TorchFunctionMode):
     """The mode behind `capture_source`; one per block, used on the thread that entered it."""
 
-    def __init__(self, stack: bool) -> None:
+    def __init__(self, stack: bool, values: bool = True) -> None:
         super().__init__()
         self.stack = stack
+        self.values = values
         self.thread = threading.get_ident()
         self.begin = next_sequence_nr()
         self.last_end = self.begin
@@ -178,7 +179,7 @@ class _SourceMode(TorchFunctionMode):
                 self.tag_outputs(result, start, where)
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
-        if self.nonfinite is None:
+        if self.values and self.nonfinite is None:
             bad = first_nonfinite(result)
             if bad is not None:
                 self.nonfinite = forward_origin(func, args, kwargs, bad, frame, source_attributes(self.where(frame)))
@@ -277,12 +278,15 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 @contextmanager
-def capture_source(*, stack: bool = False) -> Iterator[None]:
+def capture_source(*, stack: bool = False, values: bool = True) -> Iterator[None]:
     """Tag every backward node created inside the block with the user's line that created it.
 
     Args:
         stack: Keep every user frame (innermost first), not only the
             innermost: `gradexport.to_networkx` adds ``source_stack``.
+        values: Check each floating-point result for NaN and Inf until the
+            first (one ``sum`` per result: see `gradexport.tracing.forward_values`);
+            ``False`` leaves the values alone and ``find_nonfinite`` reports no forward origin.
 
     Frames of torch and of gradexport are skipped. Nodes created on another
     thread are not tagged. A custom ``autograd.Function``'s node and a
@@ -307,13 +311,14 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     if not _depth[0]:
         CUTS.clear()
     _depth[0] += 1
-    mode = _SourceMode(stack)
+    mode = _SourceMode(stack, values)
     try:
         with mode:
             yield
     finally:
         _depth[0] -= 1
-        FORWARD_CHECKS.append(ForwardCheck(mode.begin, next_sequence_nr(), mode.nonfinite))
+        if values:
+            FORWARD_CHECKS.append(ForwardCheck(mode.begin, next_sequence_nr(), mode.nonfinite))
 
 
 def source_of(node: Node) -> _Where:
