@@ -349,7 +349,9 @@ class Watch(AbstractContextManager["Watch"]):
         18 tensors (one thread): ``_foreach_norm`` 0.08 ms for the 2-norm but
         1.75 ms for the inf-norm, so the largest ``|g|`` comes from ``aminmax``
         (0.2 ms); ``clone()`` of the parameters 1.35 ms against 0.065 ms for a
-        ``_foreach_copy_`` into buffers kept between steps.
+        ``_foreach_copy_`` into buffers kept between steps. The 1-norm comes from
+        ``abs().sum()`` per tensor: ``_foreach_norm`` takes a slow path for it too
+        (figures in docs/performance.md).
         """
         present = self._present()
         with torch.no_grad():
@@ -358,7 +360,7 @@ class Watch(AbstractContextManager["Watch"]):
             tensors: list[torch.Tensor] = []
             if grads:
                 tensors += foreach_norm(grads) + [low for low, _ in extremes] + [high for _, high in extremes]
-                tensors += [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
+                tensors += [grad.mean() for grad in grads] + [grad.abs().sum() for grad in grads]
             weights = []
             if self.optimizer is not None and grads:
                 weights = [self._params[index][1].detach() for index in present]
