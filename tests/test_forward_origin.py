@@ -57,11 +57,12 @@ class Witnessed:
 
 
 class FirstNonfinite(TorchFunctionMode):
-    """The first torch function whose result held NaN or Inf; gradexport's own reads of the values are not counted."""
+    """The first torch function whose result held NaN or Inf (``nan_only``: NaN); gradexport's own reads of the values are not counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, nan_only: bool = False) -> None:
         super().__init__()
         self.found: Witnessed | None = None
+        self.bad = _has_nan if nan_only else _nonfinite
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -70,13 +71,17 @@ class FirstNonfinite(TorchFunctionMode):
         result = func(*args, **kwargs)
         caller = sys._getframe(1)
         if self.found is None and caller.f_code.co_filename != _VALUE_READS:
-            if any(_nonfinite(tensor) for tensor in _tensors(result)):
-                inputs_finite = not any(_nonfinite(tensor) for tensor in _tensors((args, kwargs)))
+            if any(self.bad(tensor) for tensor in _tensors(result)):
+                inputs_finite = not any(self.bad(tensor) for tensor in _tensors((args, kwargs)))
                 frame: Any = caller
                 while frame is not None and frame.f_code.co_filename != __file__:
                     frame = frame.f_back
                 self.found = Witnessed(getattr(func, "__name__", str(func)), inputs_finite, frame.f_lineno if frame else None)
         return result
+
+
+def _has_nan(tensor: torch.Tensor) -> bool:
+    return tensor.is_floating_point() and bool(torch.isnan(tensor.detach()).any())
 
 
 def first_module(model: nn.Module, run: Callable[[], Any]) -> tuple[Any, str | None]:
@@ -202,6 +207,8 @@ def zero_norm() -> tuple[nn.Module, torch.Tensor]:
     return Normalised(), inputs
 
 
+#: Each planted failure; all but the overflow plant a NaN, and the witness looks for the first NaN
+#: (torch's own attention turns its boolean mask into a -inf one: an Inf given on purpose).
 PLANTED: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
     "masked attention": masked_attention,
     "log of a negative": log_of_negative,
@@ -216,7 +223,7 @@ PLANTED: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
 def test_planted_failure_forward_origin_is_where_torch_made_it(name: str) -> None:
     torch.manual_seed(0)
     model, inputs = PLANTED[name]()
-    witness = FirstNonfinite()
+    witness = FirstNonfinite(nan_only=name != "exp overflow then inf - inf")
     with witness, gradexport.capture_source(), gradexport.capture_modules():
         loss, witnessed_module = first_module(model, lambda: model(inputs).sum())
     assert witness.found is not None and witnessed_module is not None  # torch made a NaN or Inf: the case is real
@@ -381,3 +388,42 @@ def test_check_captures_the_forward_and_prints_both_origins(
     out = capsys.readouterr().out
     assert "non-finite gradient: first at n2 SqrtBackward0" in out
     assert re.search(r"forward origin: sqrt \(node n3\) at .*planted\.py:12", out), out
+
+
+# ---------------------------------------------------------------- an Inf given on purpose is no origin
+
+
+class CausalAttention(nn.Module):
+    """Hand-written causal self-attention with -inf masks, as many models write it; ``pad`` masks every key of one query."""
+
+    def __init__(self, pad: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.pad = pad
+        self.register_buffer("causal", torch.full((5, 5), float("-inf")).triu(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        scores = q @ k.transpose(-2, -1) / 8**0.5 + self.causal
+        if self.pad:
+            blocked = torch.zeros(5, 5, dtype=torch.bool)
+            blocked[3] = True
+            scores = scores.masked_fill(blocked, float("-inf"))
+        return (torch.softmax(scores, dim=-1) @ v).sum()
+
+
+def test_a_minus_inf_mask_is_no_origin_and_the_softmax_of_a_fully_masked_row_is() -> None:
+    torch.manual_seed(0)
+    inputs = torch.randn(2, 5, 8)
+    healthy = CausalAttention(pad=False)
+    with gradexport.capture_source():
+        loss = healthy(inputs)
+    assert bool(torch.isfinite(loss)) and not bool(torch.isfinite(healthy.causal).all())  # the -inf is there, on purpose
+    assert gradexport.find_nonfinite(loss, module=healthy) is None
+    padded = CausalAttention(pad=True)
+    witness = FirstNonfinite(nan_only=True)
+    with witness, gradexport.capture_source():
+        loss = padded(inputs)
+    report = gradexport.find_nonfinite(loss, module=padded)
+    assert report is not None and report.forward_origin is not None and witness.found is not None
+    assert (report.forward_origin.op, report.forward_origin.cause) == (witness.found.op, "made") == ("softmax", "made")

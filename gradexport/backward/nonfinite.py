@@ -47,7 +47,6 @@ import networkx as nx
 import torch
 
 from ..core.reports import html_block, html_table
-from ..tracing._torch import sequence_nr
 from ..tracing.forward_values import ForwardOrigin, NonfiniteValues, check_of, nonfinite_values
 from ..tracing.graph import Params, Trace, param_pairs, trace
 from ..tracing.modules import qualified_names
@@ -176,7 +175,7 @@ class NonfiniteReport:
             Inf, when the forward ran inside `gradexport.capture_source`;
             ``None`` when it was finite or not captured (see ``forward_captured``).
         forward_captured: Whether the forward that made the graph ran inside
-            `gradexport.capture_source` (one of the latest 16 blocks).
+            `gradexport.capture_source` (with its ``values`` check on).
         hidden_parameters: Parameters (named by ``params`` or ``module``)
             whose ``.grad`` went non-finite in this pass though no path of the
             graph reaches them: the path ran inside an opaque region. They
@@ -382,7 +381,7 @@ def _find(
     )
     if not origins and not bad_roots and not hidden:
         return None, len(order)
-    check = check_of(sequence_nr(node) for node in result.ids if type(node).__name__ != "AccumulateGrad")
+    check = check_of([*(root.node for root in result.roots), *result.ids])
     report = NonfiniteReport(
         origins=tuple(
             NonfiniteOrigin(

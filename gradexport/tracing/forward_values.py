@@ -13,10 +13,10 @@ an input was already non-finite (a NaN batch, a NaN weight, the output of a
 finite, ``cause`` is ``"made"``: that op made it. After the first, nothing
 more is checked in the block.
 
-Each outermost-or-nested block leaves a `ForwardCheck` in `FORWARD_CHECKS`
-(the latest `CHECKS_KEPT`): the sequence numbers of the nodes it made and
-its origin, ``None`` when the forward was finite. `gradexport.find_nonfinite`
-takes the check of the block that made its graph.
+Each block keeps one `ForwardCheck` (its origin, ``None`` while the forward
+is finite) in the ``metadata`` of every backward node it tags, under
+`CHECK_KEY`: `gradexport.find_nonfinite` reads it from the graph's nodes,
+whichever thread ran the forward.
 
 Examples:
     >>> import torch, gradexport
@@ -31,7 +31,7 @@ Examples:
 from __future__ import annotations
 
 import math
-from collections import deque
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
@@ -40,11 +40,11 @@ from typing import Any, Literal
 import torch
 from torch.autograd.graph import Node
 
+from ._torch import node_metadata, tensor_leaves
 from .tensors import type_name
 
 __all__ = [
-    "CHECKS_KEPT",
-    "FORWARD_CHECKS",
+    "CHECK_KEY",
     "ForwardCheck",
     "ForwardInput",
     "ForwardOrigin",
@@ -57,8 +57,8 @@ __all__ = [
 
 #: How many positions of non-finite elements a `NonfiniteValues` keeps.
 MAX_INDICES = 8
-#: How many blocks' checks `FORWARD_CHECKS` keeps.
-CHECKS_KEPT = 16
+#: Key in ``Node.metadata`` under which a `gradexport.capture_source` block keeps its `ForwardCheck`.
+CHECK_KEY = "gradexport.forward_check"
 
 
 @dataclass(frozen=True)
@@ -228,32 +228,27 @@ class ForwardOrigin:
         return lines
 
 
-@dataclass(frozen=True)
+@dataclass
 class ForwardCheck:
-    """What one `gradexport.capture_source` block found: its nodes' sequence numbers and its first non-finite op."""
+    """What one `gradexport.capture_source` block found: its first non-finite op, ``None`` while there is none."""
 
-    #: The sequence numbers of the backward nodes the block made: ``begin <= number < end``.
-    begin: int
-    end: int
-    #: The first op that returned NaN or Inf, ``None`` when every result was finite.
-    origin: ForwardOrigin | None
+    origin: ForwardOrigin | None = None
 
 
-#: The checks of the latest `CHECKS_KEPT` blocks, the latest last.
-FORWARD_CHECKS: deque[ForwardCheck] = deque(maxlen=CHECKS_KEPT)
-
-
-def check_of(sequence_numbers: Iterable[int], checks: Iterable[ForwardCheck] | None = None) -> ForwardCheck | None:
-    """The latest check (of ``checks``, else `FORWARD_CHECKS`) whose block made a node with one of these sequence numbers.
+def check_of(nodes: Iterable[Node]) -> ForwardCheck | None:
+    """The check of the block that made the first of ``nodes`` that one made, else ``None`` (the forward was not captured).
 
     Examples:
-        >>> first, second = ForwardCheck(0, 10, None), ForwardCheck(10, 20, None)
-        >>> check_of([12, 3], [first, second]) is second, check_of([25], [first, second])
+        >>> import torch, gradexport
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> with gradexport.capture_source():
+        ...     y = x * 2
+        >>> check_of([y.grad_fn]).origin is None, check_of([(x * 2).grad_fn])
         (True, None)
     """
-    numbers = sorted(set(sequence_numbers))
-    for check in reversed(list(FORWARD_CHECKS if checks is None else checks)):
-        if any(check.begin <= number < check.end for number in numbers):
+    for node in nodes:
+        check = node_metadata(node).get(CHECK_KEY)
+        if check is not None:
             return check
     return None
 
@@ -291,6 +286,10 @@ def first_nonfinite(result: Any) -> torch.Tensor | None:
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
+#: Tensors whose Inf was given on purpose (see `forward_origin`): ``id -> weak reference``.
+Deliberate = dict[int, "weakref.ref[torch.Tensor]"]
+
+
 def forward_origin(
     func: Any,
     args: tuple[Any, ...],
@@ -298,22 +297,41 @@ def forward_origin(
     bad: torch.Tensor,
     frame: FrameType | None,
     source: Mapping[str, Any],
-) -> ForwardOrigin:
-    """The `ForwardOrigin` of the call ``func(*args, **kwargs)`` whose result ``bad`` is not finite.
+    deliberate: Deliberate,
+) -> ForwardOrigin | None:
+    """The `ForwardOrigin` of the call ``func(*args, **kwargs)`` whose result ``bad`` is not finite, or ``None``.
+
+    ``None`` when the result holds Inf but no NaN and every infinite input was
+    given on purpose: an infinite number among the arguments
+    (``torch.full(size, -inf)``, ``masked_fill(mask, -inf)``), a tensor that
+    needs no gradient (a mask buffer), or a result already judged so, kept in
+    ``deliberate`` (the result joins it). A NaN always counts.
 
     ``frame`` is the frame that made the call: the innermost ``nn.Module``
     whose ``forward`` runs around it is found there; ``source`` holds the
     user's line, as `gradexport.tracing.lines.source_attributes` gives it.
     """
+    tensors = tensor_leaves((args, kwargs))
+    numbers = [value for value in (*args, *kwargs.values()) if isinstance(value, (float, int)) and not isinstance(value, bool)]
+    kinds = [(tensor, *_kinds(tensor)) for tensor in tensors]
+    nan_in = any(nan for _, nan, _ in kinds)
     output = nonfinite_values(bad)
+    if not output.nan and not nan_in:
+        infinite = [tensor for tensor, _, inf in kinds if inf]
+        on_purpose = [tensor for tensor in infinite if not tensor.requires_grad or _is_deliberate(tensor, deliberate)]
+        if len(on_purpose) == len(infinite) and (infinite or not all(math.isfinite(number) for number in numbers)):
+            deliberate[id(bad)] = weakref.ref(bad)
+            return None
     first = output.indices[0] if output.indices else None
-    inputs = tuple(
-        _input(str(position), value, first, bad.shape) for position, value in enumerate(args)
-    ) + tuple(_input(name, value, first, bad.shape) for name, value in kwargs.items())
+    inputs = tuple(_input(str(position), value, first, bad.shape) for position, value in enumerate(args)) + tuple(
+        _input(name, value, first, bad.shape) for name, value in kwargs.items()
+    )
+    inf_in = any(inf for _, _, inf in kinds)
+    made = not nan_in if output.nan else not (nan_in or inf_in)
     module = _running_module(frame)
     return ForwardOrigin(
         op=getattr(func, "__name__", str(func)),
-        cause="made" if all(item.finite for item in inputs) else "input",
+        cause="made" if made else "input",
         output=output,
         inputs=inputs,
         source=source.get("source"),
@@ -322,6 +340,19 @@ def forward_origin(
         module_object=module,
         grad_fn=bad.grad_fn,
     )
+
+
+def _kinds(tensor: torch.Tensor) -> tuple[bool, bool]:
+    """Whether a floating-point tensor holds NaN, and whether it holds Inf."""
+    if not (tensor.is_floating_point() or tensor.is_complex()) or type(tensor) not in _PLAIN or tensor.device.type == "meta":
+        return False, False
+    values = tensor.detach()
+    return bool(torch.isnan(values).any()), bool(torch.isinf(values).any())
+
+
+def _is_deliberate(tensor: torch.Tensor, deliberate: Deliberate) -> bool:
+    reference = deliberate.get(id(tensor))
+    return reference is not None and reference() is tensor
 
 
 def _input(position: str, value: Any, first: tuple[int, ...] | None, shape: torch.Size) -> ForwardInput:

@@ -62,7 +62,7 @@ from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
 from ._torch import function_codes, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
-from .forward_values import FORWARD_CHECKS, ForwardCheck, ForwardOrigin, first_nonfinite, forward_origin
+from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
 
@@ -141,14 +141,15 @@ class _SourceMode(TorchFunctionMode):
     def __init__(self, stack: bool, values: bool = True) -> None:
         super().__init__()
         self.stack = stack
-        self.values = values
         self.thread = threading.get_ident()
         self.begin = next_sequence_nr()
         self.last_end = self.begin
         #: Sequence numbers made outside every call: ``[low, high)`` and where.
         self.gaps: list[tuple[int, int, _Where]] = []
-        #: The first call whose result held NaN or Inf (see `gradexport.tracing.forward_values`).
-        self.nonfinite: ForwardOrigin | None = None
+        #: The first call whose result held NaN or Inf (see `gradexport.tracing.forward_values`), kept on the tagged nodes.
+        self.check = ForwardCheck() if values else None
+        #: Results whose Inf was given on purpose (a -inf mask), by id.
+        self.deliberate: Deliberate = {}
 
     def where(self, frame: FrameType | None) -> _Where:
         user = _user_frame(frame)
@@ -179,10 +180,11 @@ class _SourceMode(TorchFunctionMode):
                 self.tag_outputs(result, start, where)
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
-        if self.values and self.nonfinite is None:
+        if self.check is not None and self.check.origin is None:
             bad = first_nonfinite(result)
             if bad is not None:
-                self.nonfinite = forward_origin(func, args, kwargs, bad, frame, source_attributes(self.where(frame)))
+                line = source_attributes(self.where(frame))
+                self.check.origin = forward_origin(func, args, kwargs, bad, frame, line, self.deliberate)
         return result
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
@@ -260,6 +262,8 @@ class _SourceMode(TorchFunctionMode):
             if SOURCE_KEY in metadata:
                 continue
             metadata[SOURCE_KEY] = found
+            if self.check is not None:
+                metadata[CHECK_KEY] = self.check
             for child, _ in node.next_functions:
                 if child is not None and id(child) not in seen:
                     seen.add(id(child))
@@ -317,8 +321,6 @@ def capture_source(*, stack: bool = False, values: bool = True) -> Iterator[None
             yield
     finally:
         _depth[0] -= 1
-        if values:
-            FORWARD_CHECKS.append(ForwardCheck(mode.begin, next_sequence_nr(), mode.nonfinite))
 
 
 def source_of(node: Node) -> _Where:
