@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,22 +27,11 @@ from torch.utils.checkpoint import checkpoint
 
 import gradexport
 from gradexport.frontends.cli import main
-from gradexport.tracing._torch import TORCH_VERSION
+from gradexport.tracing._torch import TORCH_VERSION, tensor_leaves
 from gradexport.tracing.graph import trace
 
 #: Where gradexport reads each result's values: those reads are its own calls, not the model's.
 _VALUE_READS = os.path.join(os.path.dirname(os.path.abspath(gradexport.__file__)), "tracing", "forward_values.py")
-
-
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _tensors(item)
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
 
 
 def _nonfinite(tensor: torch.Tensor) -> bool:
@@ -71,8 +60,8 @@ class FirstNonfinite(TorchFunctionMode):
         result = func(*args, **kwargs)
         caller = sys._getframe(1)
         if self.found is None and caller.f_code.co_filename != _VALUE_READS:
-            if any(self.bad(tensor) for tensor in _tensors(result)):
-                inputs_finite = not any(self.bad(tensor) for tensor in _tensors((args, kwargs)))
+            if any(self.bad(tensor) for tensor in tensor_leaves(result)):
+                inputs_finite = not any(self.bad(tensor) for tensor in tensor_leaves((args, kwargs)))
                 frame: Any = caller
                 while frame is not None and frame.f_code.co_filename != __file__:
                     frame = frame.f_back
@@ -96,8 +85,8 @@ def first_module(model: nn.Module, run: Callable[[], Any]) -> tuple[Any, str | N
     passed_on: list[str] = []
 
     def hook(module: nn.Module, args: Any, output: Any) -> None:
-        if any(_nonfinite(tensor) for tensor in _tensors(output)):
-            inputs_finite = not any(_nonfinite(tensor) for tensor in _tensors(args))
+        if any(_nonfinite(tensor) for tensor in tensor_leaves(output)):
+            inputs_finite = not any(_nonfinite(tensor) for tensor in tensor_leaves(args))
             (made if inputs_finite else passed_on).append(names[module])
 
     handles = [module.register_forward_hook(hook) for module in names]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import gradexport
+from gradexport.frontends.model_explorer_server import free_port
 
 
 def _worker(rank: int, port: int, folder: str) -> None:
@@ -51,16 +51,10 @@ def _worker(rank: int, port: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_nan_batch_on_one_rank_is_its_forward_origin_and_every_rank_names_the_nan_grads(tmp_path: Path) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(free_port(), str(tmp_path)), nprocs=2, join=True)
     zero, one = (json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1))
     assert one["origin"] == ["linear", "input", ["0"]] and not one["loss_finite"]
     assert zero["loss_finite"] and zero["origin"] is None and zero["report"]
