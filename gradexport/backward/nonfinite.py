@@ -56,7 +56,7 @@ from .in_place import in_place_error
 from .record_gradients import record_flow
 from .replay import GradOutputs, start_gradients
 
-__all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
+__all__ = ["HiddenRegion", "NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
 
 #: How many frames of the forward traceback the text shows (the attribute keeps them all).
 TRACEBACK_FRAMES = 4
@@ -178,7 +178,8 @@ class NonfiniteReport:
             `gradexport.capture_source` (with its ``values`` check on).
         hidden_parameters: Parameters (named by ``params`` or ``module``)
             whose ``.grad`` went non-finite in this pass though no path of the
-            graph reaches them: the path ran inside an opaque region. They
+            graph reaches them: the path ran inside an opaque region (or
+            through ``DistributedDataParallel``'s all-reduce). They
             are in ``nonfinite_parameters`` too.
         regions: The opaque regions (reentrant checkpoints, compiled regions)
             that ran and sent, received or hid a non-finite gradient.
