@@ -266,7 +266,8 @@ class Watch(AbstractContextManager["Watch"]):
         if not self.recording:
             return
         hooked = False
-        for tensor in tensor_leaves(output):
+        # Most modules return one tensor: skip pytree's walk for it.
+        for tensor in (output,) if isinstance(output, torch.Tensor) else tensor_leaves(output):
             if tensor.requires_grad:
                 tensor.register_hook(partial(self._on_output_grad, index))
                 hooked = True
