@@ -54,9 +54,11 @@ from .core.errors import (
     StepsUnavailableError,
     StreamConsumedError,
     StructureChangedWarning,
+    TorchVersionError,
     ViewerTooLargeError,
 )
 from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
+from .core.version import __version__ as __version__
 from .formats import from_json
 from .frontends.notebook import GraphView, show
 from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
@@ -110,6 +112,7 @@ __all__ = [
     "StepsUnavailableError",
     "StreamConsumedError",
     "StructureChangedWarning",
+    "TorchVersionError",
     "TraceOptions",
     "Unreached",
     "UnreachedReport",

@@ -14,7 +14,7 @@ from gradexport.frontends.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 MAKEFILE_COMMAND = [
-    "-m", "gradexport", "examples/blog.py:multiply_then_sum", "--format", "dot,svg,mermaid,json", "--output",
+    "-m", "gradexport", "gradexport/examples/blog.py:multiply_then_sum", "--format", "dot,svg,mermaid,json", "--output",
 ]
 
 USER_CODE = '''
@@ -81,7 +81,7 @@ def run(capsys, *argv):
 
 def test_writes_one_file_per_format_named_after_the_function(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
-    status, out, err = run(capsys, "examples/blog.py:unbind_then_add", "-f", "dot,json", "-o", tmp_path / "out")
+    status, out, err = run(capsys, "gradexport/examples/blog.py:unbind_then_add", "-f", "dot,json", "-o", tmp_path / "out")
     assert (status, err) == (0, "")
     assert out.split() == [str(tmp_path / "out" / "unbind_then_add.dot"), str(tmp_path / "out" / "unbind_then_add.json")]
     text = (tmp_path / "out" / "unbind_then_add.dot").read_text(encoding="utf-8")
@@ -116,7 +116,7 @@ def test_package_module_target(capsys, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("target", "extra", "message"),
     [
-        ("examples/blog.py", [], "has no ':FUNCTION'"),
+        ("gradexport/examples/blog.py", [], "has no ':FUNCTION'"),
         ("{file}:with_names", ["-f", "dot,png"], "unknown format(s) png"),
         ("{file}:with_names", ["--direction", "up"], "--direction: expected one of TB, BT, LR, RL, got 'up'"),
         ("missing.py:f", [], "no such file: 'missing.py'"),
@@ -186,7 +186,7 @@ def test_mermaid_size_warning_is_one_line(capsys, user_file, tmp_path):
 def test_help_shows_examples(capsys):
     status, out, _ = run(capsys, "--help")
     assert status == 0
-    assert "examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output" in out
+    assert "gradexport.examples.blog:multiply_then_sum --format dot,svg,mermaid,json --output" in out
     assert "exit status: 0 success, 1 failure, 2 bad usage, 130 interrupted" in out
 
 
@@ -210,7 +210,7 @@ def test_console_script_reports_bad_usage():
     script = Path(sys.executable).with_name("gradexport")
     if not script.exists():
         pytest.skip("the gradexport console script is not installed (pip install -e .)")
-    result = subprocess.run([str(script), "examples/blog.py", "-f", "dot"], cwd=REPO, capture_output=True, text=True)
+    result = subprocess.run([str(script), "gradexport/examples/blog.py", "-f", "dot"], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.startswith("gradexport: error: argument TARGET") and result.stderr.count("\n") == 1
 

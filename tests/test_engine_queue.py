@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replay_cases import grad_outputs_for
 from test_exec_order import ORDER_CASES, engine_order
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport.backward.engine_queue import ReadyQueue
 
 
+@needs_input_metadata
 @pytest.mark.parametrize("name", sorted(ORDER_CASES))
 def test_replay_order_is_the_engines_on_every_case(name: str) -> None:
     case = ORDER_CASES[name]()
@@ -65,10 +67,12 @@ def check_seed(seed: int, roots: int) -> None:
 
 @settings(deadline=None)
 @given(st.integers(0, 2**31), st.integers(1, 3))
+@needs_input_metadata
 def test_replay_order_is_the_engines_on_random_branching_graphs(seed: int, roots: int) -> None:
     check_seed(seed, roots)
 
 
+@needs_input_metadata
 def test_ties_need_the_heap_not_a_sort() -> None:
     # Several leaves ready at once (equal sequence_nr): found by searching seeds for a graph where
     # pop order by (priority, push order) differs from the engine's; the port must still match.

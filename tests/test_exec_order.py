@@ -8,9 +8,11 @@ import pytest
 import torch
 from cases import CASES, Case
 from replay_cases import REPLAY_CASES, grad_outputs_for
-from torch.autograd.graph import GradientEdge, Node
+from torch.autograd.graph import Node
+from torch_versions import needs_input_metadata
 
 import gradexport
+from gradexport.tracing._torch import GradientEdge
 from gradexport.tracing.graph import trace
 
 # Not here: "compiled" (slow; the engine's order inside it is its own) and "freed_buffers" (backward fails).
@@ -72,6 +74,7 @@ def test_nodes_pruned_by_inputs_have_no_exec_order() -> None:
     assert "exec_order" not in graph.nodes[x_leaf]
 
 
+@needs_input_metadata
 def test_replay_order_is_its_steps_and_every_node_runs() -> None:
     case, _, _ = branchy()
     record = gradexport.replay(case.roots, params=case.params)

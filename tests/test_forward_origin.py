@@ -27,15 +27,20 @@ from torch.utils.checkpoint import checkpoint
 
 import gradexport
 from gradexport.frontends.cli import main
-from gradexport.tracing._torch import TORCH_VERSION, tensor_leaves
+from gradexport.tracing._torch import TORCH_VERSION, is_compiling, tensor_leaves
 from gradexport.tracing.graph import trace
 
 #: Where gradexport reads each result's values: those reads are its own calls, not the model's.
 _VALUE_READS = os.path.join(os.path.dirname(os.path.abspath(gradexport.__file__)), "tracing", "forward_values.py")
 
 
+def _readable(tensor: torch.Tensor) -> bool:
+    """A tensor with values to read: not a fake or functional one of a compiler's tracing (torch 2.1 traces without is_compiling)."""
+    return type(tensor) in (torch.Tensor, nn.Parameter) and tensor.device.type != "meta" and tensor.is_floating_point()
+
+
 def _nonfinite(tensor: torch.Tensor) -> bool:
-    return tensor.is_floating_point() and not bool(torch.isfinite(tensor.detach()).all())
+    return _readable(tensor) and not bool(torch.isfinite(tensor.detach()).all())
 
 
 @dataclass
@@ -55,7 +60,7 @@ class FirstNonfinite(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if getattr(torch.compiler, "is_compiling", bool)():  # Dynamo traces the model (2.3+): the witness stays out
+        if is_compiling():  # Dynamo traces the model: the witness stays out of its graph
             return func(*args, **kwargs)
         result = func(*args, **kwargs)
         caller = sys._getframe(1)
@@ -70,7 +75,7 @@ class FirstNonfinite(TorchFunctionMode):
 
 
 def _has_nan(tensor: torch.Tensor) -> bool:
-    return tensor.is_floating_point() and bool(torch.isnan(tensor.detach()).any())
+    return _readable(tensor) and bool(torch.isnan(tensor.detach()).any())
 
 
 def first_module(model: nn.Module, run: Callable[[], Any]) -> tuple[Any, str | None]:
@@ -324,7 +329,9 @@ def test_reentrant_checkpoint_victims_are_every_nonfinite_grad_and_the_region_is
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(TORCH_VERSION < (2, 3), reason="the witness mode stays out of Dynamo with torch.compiler.is_compiling (torch 2.3)")
+@pytest.mark.skipif(
+    TORCH_VERSION < (2, 3), reason="torch before 2.3 fails to compile a model under a second TorchFunctionMode (the witness)"
+)
 def test_compiled_region_victims_and_region_are_named() -> None:
     torch._dynamo.reset()
     torch.manual_seed(0)

@@ -13,11 +13,14 @@ from cases import CASES, Case
 from replay_cases import REPLAY_CASES, grad_outputs_for
 from torch import nn
 from torch.autograd.function import once_differentiable
-from torch.autograd.graph import GradientEdge
+from torch_versions import needs_input_metadata
 
 import gradexport
+from gradexport.tracing._torch import GradientEdge
 from gradexport.tracing.graph import trace
 from gradexport.tracing.roots import collect_roots
+
+pytestmark = needs_input_metadata
 
 ALL_CASES: dict[str, Callable[[], Case]] = {**CASES, **REPLAY_CASES}
 

@@ -8,8 +8,11 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch_versions import needs_input_metadata
 
 import gradexport
+
+pytestmark = needs_input_metadata
 
 #: Builds (root, leaves, calls) from fresh leaves; ``calls`` collects what the hooks saw.
 Build = Callable[[], tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]]

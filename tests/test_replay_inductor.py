@@ -18,12 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from torch_versions import needs_input_metadata
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_input_metadata]
 
 SCRIPT = r"""
 import json, sys, warnings
 import torch
+from torch_versions import needs_input_metadata
 from torch import nn
 import gradexport
 

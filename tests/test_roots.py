@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 import torch
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport import RootError, collect_roots
@@ -105,6 +106,13 @@ def test_params_mapping_to_non_tensors():
     x = torch.ones(1, requires_grad=True)
     with pytest.raises(TypeError, match=r"^to_networkx: params\['x'\] is a str, not a tensor$"):
         gradexport.to_networkx(x * 2, params={"x": "x"})
+    with pytest.raises(TypeError, match=r"^record_gradients: params\['w'\] is a float"):
+        gradexport.record_gradients((x * 2).sum(), params=[["w", 1.0]])
+
+
+@needs_input_metadata
+def test_replay_names_the_params_that_are_no_tensors():
+    x = torch.ones(1, requires_grad=True)
     with pytest.raises(TypeError, match=r"^replay: params\['w'\] is a float"):
         gradexport.replay((x * 2).sum(), params=[["w", 1.0]])
 

@@ -13,10 +13,13 @@ import torch
 from cases import CASES
 from replay_cases import grad_outputs_for
 from test_exec_order import ORDER_CASES
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport.backward.steps import VALUES_UP_TO, replay_keeping_grads, step_data
 from gradexport.frontends.cli import main
+
+pytestmark = needs_input_metadata
 
 
 def page_data(page: str) -> dict[str, Any]:

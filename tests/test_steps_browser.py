@@ -14,11 +14,12 @@ from replay_cases import grad_outputs_for
 from test_exec_order import engine_order
 from test_site_browser import browser  # noqa: F401  (a fixture: Debian's Chromium through Playwright)
 from torch.autograd.graph import Node
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport.tracing.graph import trace
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, needs_input_metadata]
 
 
 @pytest.fixture

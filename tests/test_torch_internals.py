@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 import torch
-from torch.autograd.graph import GradientEdge
 
 import gradexport
+from gradexport.core.errors import TorchVersionError
 from gradexport.tracing import _torch
+from gradexport.tracing._torch import TORCH_VERSION, GradientEdge
+
+#: Replay and the engine's capture of a GradientEdge need Node._input_metadata and GradientEdge (torch 2.5).
+needs_input_metadata = pytest.mark.skipif(TORCH_VERSION < _torch.INPUT_METADATA_TORCH, reason="Node._input_metadata arrived in torch 2.5")
 
 
 def changed(api: str, what: str) -> str:
@@ -52,7 +56,9 @@ class _Twice(torch.autograd.Function):
 
 def test_sequence_nr_getter_of_every_kind_of_node_type() -> None:
     x = torch.ones(2, requires_grad=True)
-    nodes = [(x * 2).grad_fn, _Twice.apply(x).grad_fn, (x * 2).grad_fn.next_functions[0][0]]
+    # The outputs stay alive: a custom Function's node without them crashes _sequence_nr() on some torch.
+    outputs = [x * 2, _Twice.apply(x)]
+    nodes = [output.grad_fn for output in outputs] + [outputs[0].grad_fn.next_functions[0][0]]
     for node in nodes:
         getter = _torch.sequence_nr_getter(type(node))
         assert getter(node) == _torch.sequence_nr(node), changed(
@@ -70,6 +76,61 @@ def test_next_sequence_nr_is_the_next_nodes_number() -> None:
     assert _torch.next_sequence_nr() == before + 1, changed("torch._C._autograd._get_sequence_nr()", "does not advance by one per node")
 
 
+def test_an_orphaned_function_node_is_refused_as_a_root_where_torch_keeps_nothing_of_it() -> None:
+    x = torch.ones(2, requires_grad=True)
+    node = _Twice.apply(x).grad_fn  # its only output is gone at once
+    try:
+        node.next_functions
+    except RuntimeError:
+        kept = False  # this torch emptied the node: _sequence_nr() would crash the interpreter
+    else:
+        kept = True
+    assert _torch.is_orphaned_function_node(node) is not kept
+    if kept:
+        assert gradexport.to_networkx(node).number_of_nodes() == 3
+    else:
+        with pytest.raises(gradexport.RootError, match="output tensors were all freed"):
+            gradexport.to_networkx(node)
+
+
+def test_gradient_edge_is_torchs_for_outputs_and_leaves() -> None:
+    x = torch.ones(3, requires_grad=True)
+    parts = x.unbind()
+    assert _torch.gradient_edge(parts[2]) == (parts[2].grad_fn, 2)
+    node, slot = _torch.gradient_edge(x)
+    assert type(node).__name__ == "AccumulateGrad" and _torch.leaf_variable(node) is x and slot == 0
+    if TORCH_VERSION >= (2, 2):
+        edge = torch.autograd.graph.get_gradient_edge(x)
+        assert (edge.node, edge.output_nr) == (node, slot), changed("torch.autograd.graph.get_gradient_edge", "")
+
+
+def test_is_compiling_is_false_outside_dynamo_and_true_inside() -> None:
+    seen: list[bool] = []
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        seen.append(_torch.is_compiling())
+        return x.sin()
+
+    assert not _torch.is_compiling()
+    torch.compile(body, backend="eager")(torch.ones(2))
+    assert seen == [True], changed("torch.compiler.is_compiling / torch._dynamo.is_compiling", f"read {seen} while Dynamo traced")
+
+
+@pytest.mark.skipif(TORCH_VERSION >= _torch.INPUT_METADATA_TORCH, reason="this torch has Node._input_metadata")
+def test_features_that_read_input_slots_name_the_torch_they_need() -> None:
+    x = torch.ones(2, requires_grad=True)
+    for call, feature in (
+        (lambda: gradexport.replay((x * 2).sum()), "replay"),
+        (lambda: gradexport.to_networkx((x * 2).sum(), edge_metadata=True), "to_networkx(edge_metadata=True)"),
+        (lambda: gradexport.to_html((x * 2).sum(), steps=True), "replay"),
+        (lambda: _torch.num_inputs((x * 2).grad_fn), "Node._input_metadata"),
+    ):
+        with pytest.raises(TorchVersionError, match="needs torch 2.5 or newer") as raised:
+            call()
+        assert feature in str(raised.value) and raised.value.needed == (2, 5)
+
+
+@needs_input_metadata
 def test_input_metadata_describes_each_input_slot() -> None:
     x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
     first, second = x.split([1, 3])
@@ -87,9 +148,10 @@ def test_make_grad_makes_ones_for_scalars_and_raises_torchs_error_otherwise() ->
         "torch.autograd._make_grads", "None for a scalar root is no longer ones"
     )
     vector = x * 2
-    edge = GradientEdge(vector.grad_fn, 0)
     given = torch.full((2,), 3.0)
-    assert torch.equal(_torch.make_grad(edge, given), given), changed("torch.autograd._make_grads", "GradientEdge targets")
+    if TORCH_VERSION >= (2, 2):
+        edge = GradientEdge(vector.grad_fn, 0)
+        assert torch.equal(_torch.make_grad(edge, given), given), changed("torch.autograd._make_grads", "GradientEdge targets")
     with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
         _torch.make_grad(vector, None)
     with pytest.raises(RuntimeError, match="Mismatch in shape"):
@@ -119,6 +181,7 @@ def test_node_hook_counts_sees_pre_and_post_hooks_and_leaves_none_behind() -> No
     assert _torch.node_hook_counts(node) == (0, 1), changed("RemovableHandle.remove() of a Node hook", "")
 
 
+@needs_input_metadata
 def test_run_tensor_hooks_runs_exactly_what_backward_runs_before_a_node() -> None:
     x = torch.ones(2, requires_grad=True)
     hidden = x * 2
@@ -140,6 +203,7 @@ def test_run_tensor_hooks_runs_exactly_what_backward_runs_before_a_node() -> Non
     assert torch.equal(x.grad, 2 * result)
 
 
+@needs_input_metadata
 @pytest.mark.parametrize("slots", [1, 2])
 def test_run_tensor_hooks_gives_the_node_what_backward_gives_it(slots: int) -> None:
     # A node with one input slot takes a shorter path through run_tensor_hooks than one with several.
@@ -167,6 +231,7 @@ def test_run_tensor_hooks_gives_the_node_what_backward_gives_it(slots: int) -> N
         assert torch.equal(part.grad, engine)
 
 
+@needs_input_metadata
 def test_run_tensor_hooks_without_hooks_hands_back_the_same_tensors() -> None:
     x = torch.ones(2, requires_grad=True)
     first, _ = (x * 2).split(1)
@@ -190,7 +255,8 @@ def test_saved_values_read_and_raw() -> None:
     assert not _torch.saved_is_hook_packed(raw), changed("SavedTensor.unpack_hook", "set without saved-tensor hooks")
     with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):
         hooked = (x * x).grad_fn
-    assert _torch.saved_is_hook_packed(_torch.raw_saved(hooked, "self")), changed(
+    assert _torch.SAVED_HOOKS_VISIBLE == hasattr(raw, "unpack_hook")
+    assert _torch.saved_is_hook_packed(_torch.raw_saved(hooked, "self")) is _torch.SAVED_HOOKS_VISIBLE, changed(
         "SavedTensor.unpack_hook", "None for a tensor packed by saved_tensors_hooks"
     )
     negative = x.sum(dim=-1).grad_fn
@@ -247,6 +313,30 @@ def test_saved_getters_have_a_raw_getter_exactly_for_tensors() -> None:
     assert with_raw > 20
 
 
+def test_a_hooked_saved_value_is_known_before_its_unpack_hook_runs() -> None:
+    """Either SavedTensor.unpack_hook says so, or the read stops before the hook's first line; a plain value reads as ever."""
+    x = torch.randn(3, requires_grad=True)
+    unpacked: list[object] = []
+
+    def unpack(packed: torch.Tensor) -> torch.Tensor:
+        unpacked.append(packed)
+        return packed
+
+    with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, unpack):
+        hooked = (x * x).grad_fn
+    if _torch.SAVED_HOOKS_VISIBLE:
+        assert _torch.saved_is_hook_packed(_torch.raw_saved(hooked, "self"))
+    else:
+        with pytest.raises(_torch.SavedHookedError) as stopped:
+            _torch.read_saved(hooked, "self")
+        assert _torch.saved_read_failure(stopped.value) == "hooked"
+        (getter,) = [getter for getter in _torch.saved_getters(type(hooked)) if getter.name == "self"]
+        with pytest.raises(_torch.SavedHookedError):
+            getter.read(hooked)
+    assert unpacked == [], "the unpack hook ran"
+    assert torch.equal(_torch.read_saved((x * x).grad_fn, "self"), x)
+
+
 def test_saved_is_hook_packed_for_a_list_of_saved_tensors() -> None:
     v = torch.randn(3, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):
@@ -255,7 +345,7 @@ def test_saved_is_hook_packed_for_a_list_of_saved_tensors() -> None:
     assert getter.raw is not None and isinstance(getter.raw(node), (list, tuple)), changed(
         "IndexBackward0._raw_saved_indices", "no longer a list"
     )
-    assert _torch.saved_is_hook_packed(getter.raw(node)), changed("SavedTensor.unpack_hook", "None in a hooked list")
+    assert _torch.saved_is_hook_packed(getter.raw(node)) is _torch.SAVED_HOOKS_VISIBLE, changed("SavedTensor.unpack_hook", "None in a hooked list")
 
 
 def test_saved_read_failure_recognises_torchs_real_errors() -> None:
@@ -367,6 +457,9 @@ def test_no_other_module_touches_torch_internals() -> None:
     assert not offenders, f"private torch API outside gradexport/tracing/_torch.py (wrap it there): {offenders}"
 
 
+@pytest.mark.skipif(
+    not hasattr(torch._C._autograd, "_get_current_graph_task_keep_graph"), reason="this torch cannot read the graph task's retain_graph"
+)
 def test_apply_with_graph_freed_runs_the_node_in_a_graph_task_that_frees_the_graph() -> None:
     seen: list[bool] = []
 

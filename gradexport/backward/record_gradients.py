@@ -33,6 +33,7 @@ import torch
 
 from ..core.collector import gc_paused
 from ..core.source import node_data, successors
+from ..tracing._torch import GradientEdge
 from ..tracing.graph import Params, Trace, trace
 from ..tracing.roots import Roots
 from .gradient_stats import gradient_summary
@@ -49,7 +50,7 @@ def record_gradients(
     grad_outputs: GradOutputs = None,
     values_up_to: int = 16,
     retain_graph: bool = False,
-    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
+    inputs: Sequence[torch.Tensor | GradientEdge] | None = None,
 ) -> nx.MultiDiGraph:
     """Run ``backward`` from ``roots`` and return the graph with each edge's gradient.
 
@@ -121,7 +122,7 @@ def record_flow(
     pre: PreCallback | None = None,
     post: FlowCallback | None = None,
     retain_graph: bool = False,
-    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
+    inputs: Sequence[torch.Tensor | GradientEdge] | None = None,
 ) -> list[str]:
     """The backward pass of `record_gradients` on a traced graph, with extra callbacks.
 
@@ -165,7 +166,7 @@ def run_observed(
     pre: PreCallback | None = None,
     post: PostCallback | None = None,
     retain_graph: bool = False,
-    inputs: Sequence[torch.Tensor | torch.autograd.graph.GradientEdge] | None = None,
+    inputs: Sequence[torch.Tensor | GradientEdge] | None = None,
 ) -> list[str]:
     """Run `torch.autograd.backward` from ``starts`` with hooks on every node of ``result``.
 

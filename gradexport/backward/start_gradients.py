@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.autograd.graph import GradientEdge
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, StartGradientError
-from ..tracing._torch import make_grad, num_inputs
+from ..tracing._torch import GradientEdge, make_grad, num_inputs
 from ..tracing.roots import Root
 
 __all__ = ["GradOutputs", "Start", "start_gradients"]

@@ -36,6 +36,7 @@ import shutil
 import signal
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType
@@ -216,6 +217,10 @@ def guard_startup() -> None:
     program = os.path.basename(getattr(main, "__file__", None) or "")
     if program in ("gradexport", "gradexport.exe", "gradexport-script.py") or _running_module() == "gradexport":
         _install()
+        # torch warns "Failed to initialize NumPy" as it is imported without NumPy. Neither torch nor
+        # gradexport needs NumPy, so it is no dependency; the command line never converts to it, and
+        # the warning would open every run's output.
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
 
 
 def _running_module() -> str | None:

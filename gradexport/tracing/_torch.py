@@ -64,7 +64,7 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, partial
 from typing import Any, Literal, NamedTuple, Protocol
 
 import torch
@@ -96,7 +96,60 @@ else:  # pragma: no cover - torch 2.1
 if TORCH_VERSION >= (2, 4):
     from torch.autograd.graph import _engine_run_backward
 else:  # pragma: no cover - torch 2.1 to 2.3: what torch.autograd.grad calls, with the same arguments
-    _engine_run_backward = torch.autograd.Variable._execution_engine.run_backward  # type: ignore[attr-defined]
+    _engine_run_backward = torch.autograd.Variable._execution_engine.run_backward
+
+
+def gradient_edge(tensor: torch.Tensor) -> tuple[Node, int]:
+    """``torch.autograd.graph.get_gradient_edge(tensor)`` (torch 2.2+): the node and input slot a gradient for ``tensor`` flows into.
+
+    For a leaf that is its ``AccumulateGrad``; before torch 2.2 that node is
+    reached through a throwaway view, as torch's own tests did.
+
+    Examples:
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> node, slot = gradient_edge(x.unbind()[1])
+        >>> type(node).__name__, slot
+        ('UnbindBackward0', 1)
+        >>> type(gradient_edge(x)[0]).__name__
+        'AccumulateGrad'
+    """
+    if TORCH_VERSION >= (2, 2):
+        edge = torch.autograd.graph.get_gradient_edge(tensor)
+        return edge.node, edge.output_nr
+    if tensor.grad_fn is not None:
+        return tensor.grad_fn, tensor.output_nr
+    view = tensor.view_as(tensor).grad_fn
+    accumulate = view.next_functions[0][0] if view is not None else None
+    assert accumulate is not None  # a leaf that requires grad: its view's one edge leads to its AccumulateGrad
+    return accumulate, 0
+
+
+def is_orphaned_function_node(node: Node) -> bool:
+    """Whether ``node`` is a custom ``autograd.Function``'s node whose output tensors are all gone.
+
+    Up to some torch 2.x release such a node is an empty shell: its
+    ``next_functions`` raise "is invalid for this instance of
+    _C._FunctionBase", and its ``_sequence_nr()`` crashes the interpreter
+    (segfault, torch 2.1 and 2.6). Newer torch keeps it whole. Only a bare
+    Node root can be such a shell: every node reached from a live tensor is.
+
+    Examples:
+        >>> class Twice(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x): return x * 2
+        ...     @staticmethod
+        ...     def backward(ctx, grad): return grad * 2
+        >>> y = Twice.apply(torch.ones(1, requires_grad=True))
+        >>> is_orphaned_function_node(y.grad_fn)
+        False
+    """
+    if not isinstance(node, torch.autograd.function.BackwardCFunction):
+        return False
+    try:
+        node.next_functions  # noqa: B018 - reading it is the test
+    except RuntimeError:
+        return True
+    return False
 
 
 def require_torch(needed: tuple[int, int], feature: str) -> None:
@@ -114,7 +167,7 @@ def require_torch(needed: tuple[int, int], feature: str) -> None:
         ...     print(str(error).split(";")[0])
         time travel needs torch 99.0 or newer
     """
-    if TORCH_VERSION < needed:
+    if needed > TORCH_VERSION:
         wanted = f"{needed[0]}.{needed[1]}"
         raise TorchVersionError(
             f"{feature} needs torch {wanted} or newer; this is torch {torch.__version__}: install a newer torch (pip install 'torch>={wanted}')",
@@ -122,12 +175,18 @@ def require_torch(needed: tuple[int, int], feature: str) -> None:
             needed=needed,
         )
 
+
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
     "FREED_TEXTS",
+    "INPUT_METADATA_TORCH",
+    "SAVED_HOOKS_VISIBLE",
     "STALE_TEXTS",
+    "TORCH_VERSION",
+    "GradientEdge",
     "NodeHooks",
     "SavedGetter",
+    "SavedHookedError",
     "SlotMetadata",
     "apply_with_graph_freed",
     "call_node",
@@ -137,9 +196,13 @@ __all__ = [
     "foreach_norm",
     "foreach_sub_",
     "function_codes",
+    "function_saved_tensors",
+    "gradient_edge",
     "in_place_versions",
     "input_metadata",
+    "is_compiling",
     "is_dynamo_code",
+    "is_orphaned_function_node",
     "leaf_variable",
     "make_grad",
     "next_sequence_nr",
@@ -149,6 +212,7 @@ __all__ = [
     "post_accumulate_hook_count",
     "raw_saved",
     "read_saved",
+    "require_torch",
     "run_tensor_hooks",
     "saved_getters",
     "saved_is_hook_packed",
@@ -235,6 +299,10 @@ def next_sequence_nr() -> int:
     return torch._C._autograd._get_sequence_nr()
 
 
+#: The first torch whose nodes expose ``_input_metadata`` (what `input_metadata` and `num_inputs` read).
+INPUT_METADATA_TORCH = (2, 5)
+
+
 def input_metadata(node: Node | torch.autograd.function.BackwardCFunction) -> Sequence[SlotMetadata]:
     """``node._input_metadata``: shape, dtype, device of the gradient each input slot receives.
 
@@ -247,6 +315,8 @@ def input_metadata(node: Node | torch.autograd.function.BackwardCFunction) -> Se
         >>> [(list(m.shape), m.dtype) for m in input_metadata((x * 2).grad_fn)]
         [([2, 3], torch.float32)]
     """
+    if TORCH_VERSION < INPUT_METADATA_TORCH:
+        require_torch(INPUT_METADATA_TORCH, "reading a node's input slots (Node._input_metadata)")
     return node._input_metadata  # type: ignore[union-attr]  # a custom Function's node has it too
 
 
@@ -259,7 +329,7 @@ def num_inputs(node: Node) -> int:
         >>> num_inputs(x.unbind()[0].grad_fn)
         2
     """
-    return len(node._input_metadata)
+    return len(input_metadata(node))
 
 
 def make_grad(target: torch.Tensor | GradientEdge, grad: torch.Tensor | None) -> torch.Tensor:
@@ -446,7 +516,7 @@ def saved_names(node_type: type) -> tuple[str, ...]:
         >>> saved_names(type((x * x).grad_fn))
         ('other', 'self')
     """
-    return tuple(attr[len(_SAVED):] for attr in dir(node_type) if attr.startswith(_SAVED))
+    return tuple(attr[len(_SAVED) :] for attr in dir(node_type) if attr.startswith(_SAVED))
 
 
 class SavedGetter(NamedTuple):
@@ -482,20 +552,71 @@ def saved_getters(node_type: type) -> tuple[SavedGetter, ...]:
     return tuple(
         SavedGetter(
             name,
-            operator.attrgetter(_SAVED + name),
+            _saved_reader(_SAVED + name),
             operator.attrgetter(_RAW + name) if hasattr(node_type, _RAW + name) else None,
         )
         for name in saved_names(node_type)
     )
 
 
+class SavedHookedError(RuntimeError):
+    """Reading a saved value stopped before its saved-tensor unpack hook ran (torch without ``SavedTensor.unpack_hook``)."""
+
+
+def _refuse_python_calls(frame: Any, event: str, arg: Any) -> None:
+    if event == "call":
+        raise SavedHookedError("reading this saved value would run a saved-tensor unpack hook")
+
+
+def _without_unpack_hooks(read: Callable[[Node], Any], node: Node) -> Any:
+    """``read(node)``, stopped with `SavedHookedError` at its first Python call, before any of it runs.
+
+    Reading a saved value is C++ alone unless a Python unpack hook packed it;
+    where torch cannot say so beforehand (no ``SavedTensor.unpack_hook``), a
+    profile function that refuses every Python call stops such a hook on its
+    first line, so that a non-reentrant checkpoint is not recomputed. ``read``
+    must be a C callable (an ``operator.attrgetter``) for the same reason.
+    """
+    previous = sys.getprofile()
+    sys.setprofile(_refuse_python_calls)
+    try:
+        return read(node)
+    finally:
+        sys.setprofile(previous)
+
+
+def _saved_reader(attribute: str) -> Callable[[Node], Any]:
+    getter = operator.attrgetter(attribute)
+    return getter if SAVED_HOOKS_VISIBLE else partial(_without_unpack_hooks, getter)
+
+
 def read_saved(node: Node, name: str) -> Any:
     """``node._saved_<name>``: the saved value, unpacked (a saved-tensor hook's unpack runs).
 
+    Where torch cannot tell beforehand whether hooks packed it (see
+    `saved_is_hook_packed`), the read stops before the unpack hook runs and
+    raises `SavedHookedError`.
+
     Raises:
-        RuntimeError: when it was freed or modified in place; see `saved_read_failure`.
+        RuntimeError: when it was freed or modified in place, or hooked; see `saved_read_failure`.
     """
-    return getattr(node, _SAVED + name)
+    return _saved_reader(_SAVED + name)(node)
+
+
+def function_saved_tensors(node: torch.autograd.function.BackwardCFunction) -> tuple[torch.Tensor, ...]:
+    """``node.saved_tensors`` of a custom Function's node, read as `read_saved` reads (unpack hooks refused where unseen).
+
+    Examples:
+        >>> class Square(torch.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        >>> x = torch.ones(1, requires_grad=True)
+        >>> function_saved_tensors(Square.apply(x).grad_fn)[0] is x
+        True
+    """
+    return _saved_reader("saved_tensors")(node)  # type: ignore[arg-type]
 
 
 def raw_saved(node: Node, name: str) -> Any:
@@ -503,10 +624,17 @@ def raw_saved(node: Node, name: str) -> Any:
     return getattr(node, _RAW + name, None)
 
 
+#: Whether this torch's ``SavedTensor`` has ``unpack_hook``, which `saved_is_hook_packed` reads (torch 2.6 and older have none).
+SAVED_HOOKS_VISIBLE: bool = hasattr(torch._C._autograd, "SavedTensor") and hasattr(torch._C._autograd.SavedTensor, "unpack_hook")
+
+
 def saved_is_hook_packed(raw: Any) -> bool:
     """Whether a raw saved value (or any item of a list of them) was packed by saved-tensor hooks (reading it would run their unpack).
 
     A freed ``SavedTensor`` reads as not packed: reading its value reports it.
+    Where a ``SavedTensor`` does not say whether hooks packed it (no
+    ``unpack_hook``, torch 2.6 and older; see `SAVED_HOOKS_VISIBLE`), every one reads as not
+    packed here, and `read_saved` stops before the unpack hook runs instead.
     """
     if isinstance(raw, (list, tuple)):
         return any(saved_is_hook_packed(item) for item in raw)
@@ -516,13 +644,15 @@ def saved_is_hook_packed(raw: Any) -> bool:
         return False
 
 
-def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale"] | None:
-    """Why reading a saved value raised, from torch's message: ``"freed"``, ``"stale"`` or ``None`` (another error).
+def saved_read_failure(error: RuntimeError) -> Literal["freed", "stale", "hooked"] | None:
+    """Why reading a saved value raised: ``"freed"`` or ``"stale"`` (from torch's message), ``"hooked"`` (`SavedHookedError`) or ``None`` (another error).
 
     Examples:
         >>> saved_read_failure(RuntimeError("Trying to backward through the graph a second time"))
         'freed'
     """
+    if isinstance(error, SavedHookedError):
+        return "hooked"
     message = str(error)
     if any(text in message for text in FREED_TEXTS):
         return "freed"
@@ -586,7 +716,21 @@ def tensor_leaves(tree: Any) -> list[torch.Tensor]:
         >>> len(tensor_leaves({"a": torch.ones(1), "b": (torch.ones(1), 3)}))
         2
     """
-    return [leaf for leaf in _pytree.tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+    return [leaf for leaf in _tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def _tree_leaves_before_2_2(tree: Any) -> list[Any]:
+    leaves, _ = _pytree.tree_flatten(tree)
+    return leaves
+
+
+#: ``torch.utils._pytree.tree_leaves`` from torch 2.2; ``tree_flatten``'s leaves before.
+_tree_leaves: Callable[[Any], list[Any]] = getattr(_pytree, "tree_leaves", _tree_leaves_before_2_2)
+
+
+#: Whether Dynamo is tracing the current frame: ``torch.compiler.is_compiling`` from torch 2.3,
+#: ``torch._utils.is_compiling`` before (False when run, True as Dynamo traces it).
+is_compiling: Callable[[], bool] = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling
 
 
 def donates_saved_buffers(node: Node | torch.autograd.function.BackwardCFunction) -> bool:
@@ -661,6 +805,8 @@ def apply_with_graph_freed(node: torch.autograd.function.BackwardCFunction, *gra
         output = _FreedGraphCall.apply(seed, call)
     torch.autograd.grad(output, seed, retain_graph=False)
     return results[0]
+
+
 def is_dynamo_code(code: Any) -> bool:
     """Whether ``code`` is one that ``torch.compile`` wrote to run a compiled function (``torch._dynamo.utils.orig_code_map``).
 
@@ -697,6 +843,8 @@ def function_codes(node_type: type) -> frozenset[Any]:
         if code is not None and code is not getattr(getattr(torch.autograd.Function, name), "__code__", None):
             codes.add(code)
     return frozenset(codes)
+
+
 def foreach_norm(tensors: Sequence[torch.Tensor], ord: float = 2.0) -> list[torch.Tensor]:
     """The ``ord``-norm of each tensor, 0-d tensors, from one ``torch._foreach_norm`` call (``inf``: the largest ``|x|``).
 

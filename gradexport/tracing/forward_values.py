@@ -279,7 +279,7 @@ def first_nonfinite(result: Any) -> torch.Tensor | None:
         if math.isfinite(values.sum().item()):
             return None
         return None if bool(torch.isfinite(values).all()) else result
-    except RuntimeError:  # a functorch-wrapped tensor cannot be read as a number
+    except (RuntimeError, NotImplementedError):  # a functorch-wrapped or traced tensor cannot be read as a number
         return None
 
 

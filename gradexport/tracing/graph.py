@@ -109,7 +109,7 @@ from ..core.errors import ArgumentTypeError, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
 from . import lines
-from ._torch import input_metadata, leaf_variable, sequence_nr_getter, signed
+from ._torch import INPUT_METADATA_TORCH, input_metadata, leaf_variable, require_torch, sequence_nr_getter, signed
 from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
@@ -341,6 +341,8 @@ class GraphStream:
         drawn_only: bool = False,
         caller: str = "GraphStream",
     ):
+        if edge_metadata:
+            require_torch(INPUT_METADATA_TORCH, f"{caller}(edge_metadata=True)")
         self.roots = collect_roots(roots, caller=caller)
         if module is not None and not isinstance(module, torch.nn.Module):
             raise ArgumentTypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")

@@ -24,7 +24,7 @@ line that called ``.apply`` or the compiled function), and its nodes are
 tagged when a later call meets them (the compiled region's own runtime
 calls ``torch._is_view`` on its outputs, so a compiled region is tagged at
 once; a custom Function's node when its output is used inside the block).
-While Dynamo traces (``torch.compiler.is_compiling()``), the mode only calls
+While Dynamo traces (``is_compiling()``), the mode only calls
 the op, so a function compiles into the same graphs with and without it.
 
 The mode also checks each floating-point result for NaN and Inf, until the
@@ -61,7 +61,7 @@ import torch
 from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
-from ._torch import function_codes, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+from ._torch import function_codes, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
 from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
@@ -166,7 +166,7 @@ class _SourceMode(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if kwargs is None:
             kwargs = {}
-        if torch.compiler.is_compiling() or threading.get_ident() != self.thread:
+        if is_compiling() or threading.get_ident() != self.thread:
             return func(*args, **kwargs)
         frame = sys._getframe(1)
         start = next_sequence_nr()
@@ -244,7 +244,7 @@ class _SourceMode(TorchFunctionMode):
             stack: list[Node] = [node]
         else:
             stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
-        seen = {id(node) for node in stack}
+        seen = set(stack)  # the nodes, not their ids: see unreached._leaves
         begin, gaps = self.begin, self.gaps
         # The sequence number is read first: it rules out most nodes (leaves,
         # the previous op's node) without reading, or creating, their metadata dict.
@@ -265,8 +265,8 @@ class _SourceMode(TorchFunctionMode):
             if self.check is not None:
                 metadata[CHECK_KEY] = self.check
             for child, _ in node.next_functions:
-                if child is not None and id(child) not in seen:
-                    seen.add(id(child))
+                if child is not None and child not in seen:
+                    seen.add(child)
                     stack.append(child)
 
 

@@ -49,7 +49,7 @@ from torch import nn
 from torch.autograd.graph import Node
 from torch.utils.hooks import RemovableHandle
 
-from ._torch import compiled_original, next_sequence_nr, node_metadata, sequence_nr, tensor_leaves
+from ._torch import compiled_original, is_compiling, next_sequence_nr, node_metadata, sequence_nr, tensor_leaves
 
 __all__ = ["CALLS", "METADATA_KEY", "ModuleCall", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
@@ -104,12 +104,12 @@ def capture_modules() -> Iterator[None]:
     # module's wrapper still calls them eagerly, around the whole region, so
     # its CompiledFunctionBackward is tagged with the module that called it.
     def before(module: nn.Module, args: Any) -> None:
-        if not torch.compiler.is_compiling():
+        if not is_compiling():
             calls.starts.append(next_sequence_nr())
             calls.grad_enabled.append(torch.is_grad_enabled())
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
-        if calls.starts and not torch.compiler.is_compiling():
+        if calls.starts and not is_compiling():
             outputs = _tag(output, module, calls.starts.pop())
             CALLS[module] = ModuleCall(calls.grad_enabled.pop(), outputs)
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.autograd.graph import GradientEdge, Node
+from torch.autograd.graph import Node
 
 from ..core.errors import RootError
+from ._torch import GradientEdge, gradient_edge, is_orphaned_function_node
 from .tensors import type_name
 
 __all__ = ["MAX_ROOT_ITEMS", "Root", "RootError", "Roots", "collect_roots", "described_type"]
@@ -158,6 +159,11 @@ def _root_of(path: str, value: torch.Tensor | Node | GradientEdge, caller: str) 
     if isinstance(value, GradientEdge):
         return Root(path, value.node, value.output_nr, None)
     if isinstance(value, Node):
+        if is_orphaned_function_node(value):
+            raise RootError(
+                f"{caller}: root {path!r} is the node of a custom autograd.Function whose output tensors were all freed, "
+                f"and torch {torch.__version__} keeps nothing of its graph then; pass the output tensor (or keep it alive) instead of its grad_fn"
+            )
         return Root(path, value, None, None)
     if not value.requires_grad:
         raise RootError(
@@ -166,5 +172,5 @@ def _root_of(path: str, value: torch.Tensor | Node | GradientEdge, caller: str) 
             "autograd graph. It was computed under torch.no_grad(), detached, has an integer dtype, or "
             "comes from inputs without requires_grad=True; build it from tensors with requires_grad=True"
         )
-    edge = torch.autograd.graph.get_gradient_edge(value)
-    return Root(path, edge.node, edge.output_nr, value)
+    node, slot = gradient_edge(value)
+    return Root(path, node, slot, value)

@@ -24,6 +24,7 @@ import torch
 from torch.autograd.graph import Node
 
 from ._torch import (
+    function_saved_tensors,
     raw_saved,
     read_saved,
     saved_getters,
@@ -59,7 +60,7 @@ def summarize_saved(node: Node) -> dict[str, Any]:
         if saved_is_hook_packed(raw_saved(node, "tensors")):  # ctx.save_for_backward's tensors
             summary["saved_tensors"] = {"unavailable": "hooked"}
         else:
-            summary["saved_tensors"] = _guarded(lambda: [_value(t) for t in node.saved_tensors])
+            summary["saved_tensors"] = _guarded(lambda: [_value(t) for t in function_saved_tensors(node)])
     return summary
 
 
@@ -83,7 +84,7 @@ def summarize_and_count(node: Node) -> tuple[dict[str, Any], dict[StorageKey, in
     custom = isinstance(node, torch.autograd.function.BackwardCFunction)
     if isinstance(node, torch.autograd.function.BackwardCFunction):
         function_node = node
-        readers.append(("tensors", lambda: function_node.saved_tensors))  # ctx.save_for_backward's tensors
+        readers.append(("tensors", lambda: function_saved_tensors(function_node)))  # ctx.save_for_backward's tensors
     for name, read in readers:
         key = "saved_tensors" if custom and name == "tensors" else name
         if saved_is_hook_packed(raw_saved(node, name)):
@@ -231,7 +232,7 @@ def saved_storages(node: Node) -> dict[StorageKey, int]:
         _add_storages(found, value)
     if isinstance(node, torch.autograd.function.BackwardCFunction) and not saved_is_hook_packed(raw_saved(node, "tensors")):
         with suppress(RuntimeError):  # freed or stale
-            _add_storages(found, node.saved_tensors)  # ctx.save_for_backward's tensors
+            _add_storages(found, function_saved_tensors(node))  # ctx.save_for_backward's tensors
     return found
 
 

@@ -241,7 +241,9 @@ def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
     With ``ops``, the type names of the nodes passed are added to it.
     """
     stack = list(nodes)
-    seen = {id(node) for node in stack}
+    # The nodes themselves, not their ids: older torch (2.1) keeps a Node's Python wrapper only while
+    # something references it, so a wrapper dropped here could die and its id go to another node.
+    seen = set(stack)
     found: set[int] = set()
     while stack:
         node = stack.pop()
@@ -251,7 +253,7 @@ def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
             found.add(id(leaf_variable(node)))
             continue
         for child, _ in node.next_functions:
-            if child is not None and id(child) not in seen:
-                seen.add(id(child))
+            if child is not None and child not in seen:
+                seen.add(child)
                 stack.append(child)
     return found

@@ -27,9 +27,9 @@ thousands of nodes deep cannot crash the process.
 Examples:
     >>> import contextlib, io
     >>> with contextlib.redirect_stderr(io.StringIO()) as stderr:
-    ...     status = main(["examples/blog.py"])
+    ...     status = main(["gradexport/examples/blog.py"])
     >>> status, stderr.getvalue()
-    (2, "gradexport: error: argument TARGET: 'examples/blog.py' has no ':FUNCTION'; write path/to/file.py:function or package.module:function (see gradexport --help)\\n")
+    (2, "gradexport: error: argument TARGET: 'gradexport/examples/blog.py' has no ':FUNCTION'; write path/to/file.py:function or package.module:function (see gradexport --help)\\n")
 """
 
 from __future__ import annotations

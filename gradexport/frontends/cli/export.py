@@ -31,7 +31,7 @@ __all__ = ["main", "parser"]
 
 _EPILOG = """\
 examples:
-  gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
+  gradexport gradexport.examples.blog:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
   python -m gradexport mypackage.models:build_loss -f svg -o diagrams --direction LR
   gradexport train.py:one_step -f mermaid,json -o out --show-none --quiet
   gradexport models.py:encoder_loss -f svg,mermaid -o out --depth 2

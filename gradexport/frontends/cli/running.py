@@ -1,8 +1,8 @@
 """What every command shares: reading a target, calling the user's function, running on a large stack, one-line failures.
 
 Examples:
-    >>> parse_target("examples/blog.py:multiply_then_sum")
-    ('examples/blog.py', 'multiply_then_sum')
+    >>> parse_target("gradexport/examples/blog.py:multiply_then_sum")
+    ('gradexport/examples/blog.py', 'multiply_then_sum')
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
 // The script API, window.gradexportViewer: for tests and for scripts in the browser's console
 // (documented in docs/guides/viewer.md, "Script API").
+// Writes: no viewer field.
+// Changes: nothing itself: its verbs call the modules that do.
 import { idle } from "./draw.js";
 import { setTheme } from "./page.js";
 import { groupSummary } from "./panel.js";
 import { runSearch } from "./search.js";
 import { showStep } from "./watch.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
 
 /** The group with id `id`; an Error naming `verb` if there is none, or it is a node. */
 function groupItem(folds, id, verb) {
@@ -14,6 +18,7 @@ function groupItem(folds, id, verb) {
   return item;
 }
 
+/** @param {Viewer} viewer */
 function needSteps(viewer, verb) {
   if (!viewer.stepper) throw new Error(`${verb}: this page holds no steps (write it from gradexport.replay's record, or with steps=True)`);
   return viewer.stepper;
@@ -29,6 +34,7 @@ function plainStep(record) {
   };
 }
 
+/** @param {Viewer} viewer */
 export function scriptApi(viewer) {
   const { folds, graph } = viewer;
   return {
@@ -45,33 +51,33 @@ export function scriptApi(viewer) {
     },
     search: (text) => runSearch(viewer, text, false),
     iterations: () => (viewer.watch ? [...viewer.watch.steps] : []),
-    iteration: (k) => {
-      if (!viewer.watch) throw new Error("iteration: this page shows no gradexport.watch history");
-      return showStep(viewer, k);
-    },
+    iteration: (k) => showStep(viewer, k),
     theme: (name) => (name === undefined ? viewer.host.dataset.theme : setTheme(viewer.host, name)),
     idle: () => idle(viewer),
     // A replay page's steps (docs/guides/viewer.md, "Stepping through a replay"); elsewhere they throw.
     steps: () => (viewer.steps ? viewer.steps.count : 0),
     step: (k) => {
       const stepper = needSteps(viewer, "step");
-      if (k === undefined) return plainStep(viewer.steps.step(stepper.k));
-      if (!Number.isInteger(k) || k < 0 || k >= viewer.steps.count) throw new Error(`step: k must be a whole number from 0 to ${viewer.steps.count - 1}, got ${JSON.stringify(k)}`);
+      if (k === undefined) return plainStep(stepper.steps.step(stepper.k));
+      if (!Number.isInteger(k) || k < 0 || k >= stepper.steps.count) throw new Error(`step: k must be a whole number from 0 to ${stepper.steps.count - 1}, got ${JSON.stringify(k)}`);
       return plainStep(stepper.go(k));
     },
     state: (id) => {
       const stepper = needSteps(viewer, "state");
       const node = graph.index.get(String(id));
       if (node === undefined) throw new Error(`state: no node with id ${JSON.stringify(String(id))}`);
-      return viewer.steps.state(node, stepper.k);
+      return stepper.steps.state(node, stepper.k);
     },
     leafGrad: (id) => {
       const stepper = needSteps(viewer, "leafGrad");
       const node = graph.index.get(String(id));
       if (node === undefined) throw new Error(`leafGrad: no node with id ${JSON.stringify(String(id))}`);
-      return viewer.steps.leafGrad(node, stepper.k);
+      return stepper.steps.leafGrad(node, stepper.k);
     },
-    reason: () => viewer.steps.reason(needSteps(viewer, "reason").k),
+    reason: () => {
+      const stepper = needSteps(viewer, "reason");
+      return stepper.steps.reason(stepper.k);
+    },
     play: () => needSteps(viewer, "play").play(),
     pause: () => needSteps(viewer, "pause").pause(),
     // Diagnostics for benchmarks: times in ms since the script started, and the last layout request.

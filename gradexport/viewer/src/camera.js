@@ -1,5 +1,7 @@
 // The view of the drawing: its pan and zoom (one transform on the viewport group), fitting it to
 // the canvas, centring on an element, and the pointer gestures that move it (drag pans, wheel zooms).
+// Writes: no viewer field.
+// Changes: its own transform, bounds and drag, and the transform attribute of the viewport it is given.
 
 /** Fit shows the whole drawing only if its text is at least this fraction of its size. */
 const READABLE = 0.5;
@@ -12,7 +14,7 @@ export class Camera {
     this.bounds = { width: 1, height: 1 };
     this.fitted = false;
     this.drag = null;
-    /** Called with the transform after every change (the minimap follows it). */
+    /** @type {(transform: {x: number, y: number, k: number}) => void} called with the transform after every change (the minimap follows it) */
     this.moved = () => {};
   }
 

@@ -1,11 +1,19 @@
 // Drawing what is visible: refresh() works out the items, boxes and edges the folds leave visible, asks the
 // layout worker for their positions and, when the latest answer comes, draw() puts them on the canvas as SVG.
-import { el } from "./dom.js";
-import { BAR, BAR_COLOR, LINE, PAD_X, PAD_Y, boxTitle, edgeLines, groupMark, itemLook, shapePath, textWidth } from "./looks.js";
+// Writes: viewer.current, viewer.drawn, viewer.lastRequest, viewer.waiting.
+// Changes: the children of viewer.viewport, viewer.status, viewer.timings, data-rendered on viewer.svg, and each drawn edge's element.
+import { el, textWidth } from "./dom.js";
+import { edgeLabelSize, layoutRequest } from "./layout-input.js";
+import { BAR, BAR_COLOR, LINE, PAD_X, PAD_Y, boxTitle, groupMark, itemLook, shapePath } from "./looks.js";
 import { visibleEdges } from "./model.js";
 import { paintMarks } from "./selection.js";
 
-/** Lay out and draw what the folds show now: a Promise of the visible ids once drawn. */
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
+/**
+ * Lay out and draw what the folds show now: a Promise of the visible ids once drawn.
+ * @param {Viewer} viewer
+ */
 export function refresh(viewer) {
   const { folds, graph, timings } = viewer;
   const started = performance.now();
@@ -15,33 +23,14 @@ export function refresh(viewer) {
   const view = { items, boxes, box, rep, edges };
   viewer.current = view;
   const looks = new Map(items.map((item) => [item, itemLook(viewer, item)]));
-  const bar = viewer.saved ? BAR + 2 : 0;
-  const size = (lines) => ({
-    w: Math.ceil(Math.max(24, ...lines.map((line) => textWidth(line))) + 2 * PAD_X),
-    h: lines.length * LINE + 2 * PAD_Y + bar,
-  });
-  const boxId = (b) => (b < 0 ? null : "b" + b);
-  const request = {
-    direction: viewer.options.direction || "TB",
-    nodes: items.map((item) => ({ id: "i" + item, box: boxId(box.get(item)), ...size(looks.get(item).lines) })),
-    boxes: boxes.map((b) => ({
-      id: "b" + b,
-      box: boxId(box.get(b)),
-      w: textWidth(boxTitle(folds, b)) + 2 * PAD_X,
-      h: LINE,
-      compound: folds.group(b).kind === "module",
-    })),
-    edges: edges.map((edge, j) => {
-      const lines = edgeLines(viewer, edge);
-      edge.lines = lines;
-      return { id: "e" + j, from: "i" + edge.from, to: "i" + edge.to, w: Math.max(...lines.map((l) => textWidth(l))) + 6, h: lines.length * 14 + 2 };
-    }),
-  };
+  const request = layoutRequest(viewer, view, looks, textWidth);
+  // layoutRequest gave each edge its label's lines.
+  const laid = /** @type {import("./viewer.js").LaidView} */ (view);
   viewer.lastRequest = request;
   viewer.status.textContent = `laying out ${items.length} nodes, ${edges.length} edges…`;
   return viewer.layouts.request(request).then(({ serial, result }) => {
     if (serial !== viewer.layouts.serial) return idle(viewer);
-    draw(viewer, view, result, looks);
+    draw(viewer, laid, result, looks);
     timings.layout = performance.now() - started;
     if (!timings.firstRender) timings.firstRender = performance.now() - timings.start;
     const folded = items.filter((item) => folds.isGroup(item)).length;
@@ -54,16 +43,28 @@ export function refresh(viewer) {
   });
 }
 
-/** A Promise of the visible ids, resolved once the latest layout is drawn. */
+/**
+ * A Promise of the visible ids, resolved once the latest layout is drawn.
+ * @param {Viewer} viewer
+ */
 export function idle(viewer) {
-  return new Promise((resolve) => viewer.waiting.push(resolve)).then(() => viewer.visible());
+  return new Promise((resolve) => viewer.waiting.push(() => resolve(undefined))).then(() => viewer.visible());
 }
 
-/** Replace the drawing with `view` laid out as `result` (`looks` as itemLook gave them); it becomes viewer.drawn. */
+/**
+ * Replace the drawing with `view` laid out as `result` (`looks` as itemLook gave them); it becomes viewer.drawn.
+ * @param {Viewer} viewer
+ * @param {import("./viewer.js").LaidView} view
+ * @param {import("./layout.js").LayoutResult} result
+ * @param {Map<number, import("./looks.js").Look>} looks
+ */
 function draw(viewer, view, result, looks) {
   const { folds, graph, styles } = viewer;
   const { items, boxes, edges } = view;
+  /** @type {Map<number, SVGGElement>} */
   const elements = new Map();
+  // `looks` holds every visible item.
+  const lookOf = (/** @type {number} */ item) => /** @type {import("./looks.js").Look} */ (looks.get(item));
   const viewport = viewer.viewport;
   viewport.replaceChildren();
   const boxLayer = el("svg:g", { class: "gx-boxes" });
@@ -72,7 +73,7 @@ function draw(viewer, view, result, looks) {
   viewport.append(boxLayer, edgeLayer, nodeLayer);
   const depth = (b) => {
     let d = 0;
-    for (let outer = view.box.get(b); outer >= 0; outer = view.box.get(outer)) d++;
+    for (let outer = view.box.get(b) ?? -1; outer >= 0; outer = view.box.get(outer) ?? -1) d++;
     return d;
   };
   for (const b of [...boxes].sort((a, c) => depth(a) - depth(c))) {
@@ -102,7 +103,7 @@ function draw(viewer, view, result, looks) {
     const g = el("svg:g", { class: "gx-edge", "data-edge": j });
     const d = "M" + p.points.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" L");
     const path = el("svg:path", { d, class: "gx-edge-line", "marker-end": "url(#gx-arrow)" });
-    const look = (viewer.scale ? viewer.scale.style(graph, edge) : null) || (edge.mark && { color: edge.mark.color, width: 2 });
+    const look = (viewer.scale ? viewer.scale.style(graph, edge) : null) || (edge.mark && { color: edge.mark.color, width: 2, bad: false });
     if (look) {
       path.style.stroke = look.color;
       path.style.strokeWidth = String(look.width);
@@ -111,8 +112,7 @@ function draw(viewer, view, result, looks) {
     if (edge.mark) g.dataset.mark = edge.mark.mark;
     g.appendChild(path);
     const label = el("svg:g", { class: "gx-edge-label" });
-    const w = Math.max(...edge.lines.map((l) => textWidth(l))) + 6;
-    const h = edge.lines.length * 14 + 2;
+    const { w, h } = edgeLabelSize(edge.lines, textWidth);
     label.appendChild(el("svg:rect", { class: "bg", x: p.x - w / 2, y: p.y - h / 2, width: w, height: h, rx: 2 }));
     edge.lines.forEach((line, k) => {
       label.appendChild(el("svg:text", { x: p.x, y: p.y - h / 2 + 12 + 14 * k, "text-anchor": "middle" }, line));
@@ -122,10 +122,10 @@ function draw(viewer, view, result, looks) {
     edge.element = g;
   });
   let most = 0;
-  for (const item of items) most = Math.max(most, looks.get(item).bytes || 0);
+  for (const item of items) most = Math.max(most, lookOf(item).bytes || 0);
   for (const item of items) {
     const p = result.nodes["i" + item];
-    const look = looks.get(item);
+    const look = lookOf(item);
     const style = styles[look.cls === "fold" ? "backward" : look.cls];
     const g = el("svg:g", { class: `gx-node gx-${look.cls}`, "data-item": item, "data-id": folds.itemId(item) });
     const x0 = p.x - p.w / 2;

@@ -2,74 +2,104 @@
 // and, where no worker can start, on the page itself.
 //
 // Each opened box is laid out on its own, innermost first, and then stands as one
-// node of the size it needs in the layout of the box around it. dagre's own compound
-// layout does the same job 8 times slower (3.8 s against 0.45 s for the opening view
-// of a 12-layer encoder) and minutes for a 1,000-node chain in nested boxes.
+// node of the size it needs in the layout of the box around it: dagre's own compound
+// layout does the same job several times slower (docs/guides/viewer.md has the figures).
 // An edge between two boxes is routed in the box that holds both ends, and joined to
 // its ends inside the boxes by straight segments.
+// Writes: no viewer field.
+// Changes: nothing (pure: no DOM).
 import dagre from "@dagrejs/dagre";
 
 const PAD = 10;
 const PAD_TOP = 26;
 
 /**
- * request: {direction, nodes: [{id, w, h, box}], boxes: [{id, box, w, h}], edges: [{id, from, to, w, h}]}
- * (box: the id of the opened group the item sits in, or null; a box's w and h are its title's).
- * Returns {width, height, nodes: {id: {x, y, w, h}}, boxes: {...}, edges: {id: {points, x, y}}}
- * with x, y the centres.
+ * What to lay out (made by layout-input.js): a node's and a box's `box` is the id of the opened group it sits in,
+ * or null; a box's w and h are its title's; an edge's w and h its label's.
+ * @typedef {object} LayoutRequest
+ * @property {string} direction "TB", "LR", "BT" or "RL"
+ * @property {{id: string, box: string | null, w: number, h: number}[]} nodes
+ * @property {{id: string, box: string | null, w: number, h: number, compound: boolean}[]} boxes
+ * @property {{id: string, from: string, to: string, w: number, h: number}[]} edges
+ *
+ * @typedef {{x: number, y: number, w: number, h: number}} Rect a rectangle by its centre and size
+ *
+ * The layout: positions by id, x and y the centres.
+ * @typedef {object} LayoutResult
+ * @property {number} width
+ * @property {number} height
+ * @property {Record<string, Rect>} nodes
+ * @property {Record<string, Rect>} boxes
+ * @property {Record<string, {points: [number, number][], x: number, y: number}>} edges the route and the label's centre
+ * @property {string} [warning] set where the layout had to approximate
+ */
+
+/**
+ * @param {LayoutRequest} request
+ * @returns {LayoutResult}
  */
 export function layout(request) {
+  /** @type {Map<string, string | null>} */
   const parentOf = new Map();
+  /** @type {Map<string | null, string[]>} */
   const members = new Map([[null, []]]);
   for (const box of request.boxes) members.set(box.id, []);
   for (const box of request.boxes) {
     parentOf.set(box.id, box.box);
-    members.get(box.box).push(box.id);
+    at(members, box.box).push(box.id);
   }
+  /** @type {Map<string, {w: number, h: number}>} */
   const size = new Map();
   for (const node of request.nodes) {
     parentOf.set(node.id, node.box);
-    members.get(node.box).push(node.id);
+    at(members, node.box).push(node.id);
     size.set(node.id, { w: node.w, h: node.h });
   }
+  /** @param {string} id @returns {string[]} the id and the boxes around it, innermost first */
   const chain = (id) => {
     const out = [id];
     for (let up = parentOf.get(id); up !== null && up !== undefined; up = parentOf.get(up)) out.push(up);
     return out;
   };
   // Each edge goes to the box holding both ends, between the items there that contain them.
+  /** @type {Map<string | null, {edge: LayoutRequest["edges"][number], from: string, to: string, direct: boolean}[]>} */
   const local = new Map([...members.keys()].map((key) => [key, []]));
   for (const edge of request.edges) {
     const a = chain(edge.from);
     const b = chain(edge.to);
+    /** @type {Set<string | null>} */
     const inB = new Set(b);
     let i = 0;
     while (i < a.length && !inB.has(parentOf.get(a[i]) ?? null) && parentOf.get(a[i]) !== null) i++;
     const container = parentOf.get(a[i]) ?? null;
     const j = b.findIndex((id) => (parentOf.get(id) ?? null) === container);
-    local.get(container).push({ edge, from: a[i], to: b[j], direct: a[i] === edge.from && b[j] === edge.to });
+    at(local, container).push({ edge, from: a[i], to: b[j], direct: a[i] === edge.from && b[j] === edge.to });
   }
   // Innermost boxes first.
-  const depth = (id) => chain(id).length;
+  const depth = (/** @type {string} */ id) => chain(id).length;
   const order = [...request.boxes].sort((x, y) => depth(y.id) - depth(x.id)).map((box) => box.id);
+  /** @type {Map<string | null, Placed>} */
   const inner = new Map();
   const titles = new Map(request.boxes.map((box) => [box.id, box.w]));
   for (const container of [...order, null]) {
-    const placed = place(request.direction || "TB", members.get(container), size, local.get(container));
+    const placed = place(request.direction || "TB", at(members, container), size, at(local, container));
     inner.set(container, placed);
     if (container !== null) {
-      size.set(container, { w: Math.max(placed.width, titles.get(container)) + 2 * PAD, h: placed.height + PAD + PAD_TOP });
+      size.set(container, { w: Math.max(placed.width, at(titles, container)) + 2 * PAD, h: placed.height + PAD + PAD_TOP });
     }
   }
   // Absolute positions, outermost first.
-  const result = { width: inner.get(null).width, height: inner.get(null).height, nodes: {}, boxes: {}, edges: {} };
+  const top = at(inner, null);
+  /** @type {LayoutResult} */
+  const result = { width: top.width, height: top.height, nodes: {}, boxes: {}, edges: {} };
+  /** @type {Map<string | null, [number, number]>} */
   const origin = new Map([[null, [0, 0]]]);
   for (const container of [null, ...[...order].reverse()]) {
-    const [ox, oy] = origin.get(container);
-    const placed = inner.get(container);
-    for (const id of members.get(container)) {
-      const p = placed.positions.get(id);
-      const s = size.get(id);
+    const [ox, oy] = at(origin, container);
+    const placed = at(inner, container);
+    for (const id of at(members, container)) {
+      const p = at(placed.positions, id);
+      const s = at(size, id);
       const rect = { x: ox + p.x, y: oy + p.y, w: s.w, h: s.h };
       if (members.has(id)) {
         result.boxes[id] = rect;
@@ -80,11 +110,11 @@ export function layout(request) {
     }
   }
   for (const container of [null, ...order]) {
-    const [ox, oy] = origin.get(container);
-    const placed = inner.get(container);
-    for (const item of local.get(container)) {
-      const route = placed.routes.get(item.edge.id);
-      let points = route.points.map(([x, y]) => [x + ox, y + oy]);
+    const [ox, oy] = at(origin, container);
+    const placed = at(inner, container);
+    for (const item of at(local, container)) {
+      const route = at(placed.routes, item.edge.id);
+      let points = route.points.map(([x, y]) => /** @type {[number, number]} */ ([x + ox, y + oy]));
       if (!item.direct) {
         const from = result.nodes[item.edge.from] || result.boxes[item.edge.from];
         const to = result.nodes[item.edge.to] || result.boxes[item.edge.to];
@@ -96,25 +126,58 @@ export function layout(request) {
   return result;
 }
 
-/** One flat dagre layout of the items of a box, positions relative to the box's content origin. */
+/**
+ * @typedef {object} Placed one box's layout, relative to its content's origin
+ * @property {Map<string, {x: number, y: number}>} positions
+ * @property {Map<string, {points: [number, number][], x: number, y: number}>} routes
+ * @property {number} width
+ * @property {number} height
+ */
+
+/**
+ * One flat dagre layout of the items of a box, positions relative to the box's content origin.
+ * @param {string} direction
+ * @param {string[]} items
+ * @param {Map<string, {w: number, h: number}>} size
+ * @param {{edge: LayoutRequest["edges"][number], from: string, to: string}[]} edges
+ * @returns {Placed}
+ */
 function place(direction, items, size, edges) {
   const g = new dagre.graphlib.Graph({ multigraph: true });
   g.setGraph({ rankdir: direction, nodesep: 24, ranksep: 40, edgesep: 12, marginx: 0, marginy: 0 });
   g.setDefaultEdgeLabel(() => ({}));
-  for (const id of items) g.setNode(id, { width: size.get(id).w, height: size.get(id).h });
+  for (const id of items) g.setNode(id, { width: at(size, id).w, height: at(size, id).h });
   for (const { edge, from, to } of edges) g.setEdge(from, to, { width: edge.w, height: edge.h, labelpos: "c" }, edge.id);
   dagre.layout(g);
   const positions = new Map(items.map((id) => [id, g.node(id)]));
   const routes = new Map();
   for (const { edge, from, to } of edges) {
     const p = g.edge({ v: from, w: to, name: edge.id });
-    routes.set(edge.id, { points: p.points.map((q) => [q.x, q.y]), x: p.x, y: p.y });
+    routes.set(edge.id, { points: p.points.map((/** @type {{x: number, y: number}} */ q) => /** @type {[number, number]} */ ([q.x, q.y])), x: p.x, y: p.y });
   }
   const graph = g.graph();
   return { positions, routes, width: items.length ? graph.width : 0, height: items.length ? graph.height : 0 };
 }
 
-/** Where the segment from the centre of `rect` towards `point` leaves the rectangle. */
+/**
+ * map.get(key), there whenever the request is whole; an Error naming the key where it is not.
+ * @template K, V
+ * @param {Map<K, V>} map
+ * @param {K} key
+ * @returns {V}
+ */
+function at(map, key) {
+  const value = map.get(key);
+  if (value === undefined) throw new Error(`layout: the request names ${JSON.stringify(key)} but does not define it`);
+  return value;
+}
+
+/**
+ * Where the segment from the centre of `rect` towards `point` leaves the rectangle.
+ * @param {Rect} rect
+ * @param {[number, number]} point
+ * @returns {[number, number]}
+ */
 function clip(rect, point) {
   const dx = point[0] - rect.x;
   const dy = point[1] - rect.y;

@@ -1,7 +1,11 @@
 // The legend over the canvas: the node kinds, then what this graph carries: non-finite marks and their path,
 // a diff's marks, the saved-bytes bar, the gradient-norm colour ramp.
+// Writes: no viewer field.
+// Changes: the children of viewer.legend.
 import { el } from "./dom.js";
 import { BAR_COLOR } from "./looks.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
 
 function swatch(fill, stroke) {
   const span = el("span", { class: "gx-swatch" });
@@ -10,6 +14,7 @@ function swatch(fill, stroke) {
   return span;
 }
 
+/** @param {Viewer} viewer */
 export function drawLegend(viewer) {
   const { legend, styles, words, markColors, scale } = viewer;
   legend.replaceChildren();
@@ -50,7 +55,13 @@ export function drawLegend(viewer) {
   legend.appendChild(bad);
 }
 
-/** A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`. */
+/**
+ * A legend row: a node swatch of style `cls` and/or an edge swatch of `color`, then `text`.
+ * @param {Viewer} viewer
+ * @param {string | null} cls
+ * @param {string} text
+ * @param {string} [color]
+ */
 function legendRow(viewer, cls, text, color) {
   const row = el("div", { class: "gx-legend-row", "data-legend": cls || "edge" });
   if (cls) {

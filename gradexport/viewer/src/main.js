@@ -1,5 +1,7 @@
 // The page's script: reads the graph embedded in the page (#gradexport-data), starts the viewer in
 // #gradexport-viewer (viewer.js) and offers window.gradexportViewer (api.js).
+// Writes: no viewer field.
+// Changes: window.gradexportViewer.
 import { scriptApi } from "./api.js";
 import { Viewer } from "./viewer.js";
 

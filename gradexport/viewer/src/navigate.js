@@ -1,9 +1,13 @@
 // Finding one's way on a large drawing: a diff's changes one after the other (the page opens at the first),
 // the minimap (the whole drawing small, the part on screen framed; a click there goes there), and the
 // direction the layout runs in (top to bottom or left to right).
+// Writes: viewer.change, viewer.changeCount, viewer.minimap, viewer.options.
+// Changes: the change buttons in the toolbar, the minimap in viewer.stage, viewer.directionButton's text, viewer.camera.fitted and viewer.camera.moved.
 import { el } from "./dom.js";
 import { refresh } from "./draw.js";
 import { revealAndSelect } from "./search.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
 
 const DIFF_CHANGES = new Set(["added", "removed", "changed"]);
 
@@ -16,7 +20,10 @@ export function diffChanges(graph) {
   return changes;
 }
 
-/** Go to change `index` of viewer.changes (wrapping around): open its groups, select it, centre and zoom on it. */
+/**
+ * Go to change `index` of viewer.changes (wrapping around): open its groups, select it, centre and zoom on it.
+ * @param {Viewer} viewer
+ */
 export function goToChange(viewer, index) {
   const changes = viewer.changes;
   if (!changes.length) return Promise.resolve(viewer.visible());
@@ -25,12 +32,18 @@ export function goToChange(viewer, index) {
   return revealAndSelect(viewer, changes[viewer.change]).then(() => viewer.visible());
 }
 
-/** "change k of N" in the toolbar. */
+/**
+ * "change k of N" in the toolbar.
+ * @param {Viewer} viewer
+ */
 export function showChangeCount(viewer) {
   if (viewer.changeCount) viewer.changeCount.textContent = `change ${viewer.change + 1} of ${viewer.changes.length}`;
 }
 
-/** The toolbar's previous and next change buttons and their count, on a diff's page. */
+/**
+ * The toolbar's previous and next change buttons and their count, on a diff's page.
+ * @param {Viewer} viewer
+ */
 export function addChangeButtons(viewer, button, bar) {
   if (!viewer.changes.length) return;
   button("‹ Change", "Previous change (p)", () => goToChange(viewer, viewer.change - 1));
@@ -43,7 +56,10 @@ export function addChangeButtons(viewer, button, bar) {
 /** The direction across the current one: TB and LR, BT and RL. */
 const ACROSS = { TB: "LR", LR: "TB", BT: "RL", RL: "BT" };
 
-/** Lay the drawing out the other way (top to bottom or left to right), fitted anew. */
+/**
+ * Lay the drawing out the other way (top to bottom or left to right), fitted anew.
+ * @param {Viewer} viewer
+ */
 export function flipDirection(viewer) {
   const now = viewer.options.direction || "TB";
   viewer.options = { ...viewer.options, direction: ACROSS[now] || "LR" };
@@ -52,6 +68,7 @@ export function flipDirection(viewer) {
   return refresh(viewer);
 }
 
+/** @param {Viewer} viewer */
 export function directionLabel(viewer) {
   const direction = viewer.options.direction || "TB";
   return direction === "TB" || direction === "BT" ? "↓ Top-down" : "→ Left-right";
@@ -59,7 +76,10 @@ export function directionLabel(viewer) {
 
 const MINIMAP_SIZE = 150;
 
-/** The minimap in the stage's top right corner; it follows the camera. */
+/**
+ * The minimap in the stage's top right corner; it follows the camera.
+ * @param {Viewer} viewer
+ */
 export function buildMinimap(viewer, stage) {
   const frame = el("div", { class: "gx-minimap", "aria-label": "Minimap: click to go there" });
   const svg = el("svg:svg", { class: "gx-minimap-svg", preserveAspectRatio: "xMidYMid meet" });
@@ -87,7 +107,10 @@ export function buildMinimap(viewer, stage) {
   viewer.camera.moved = () => frameView(viewer);
 }
 
-/** Draw what is on the canvas (result: the layout) small in the minimap: boxes and nodes as rectangles. */
+/**
+ * Draw what is on the canvas (result: the layout) small in the minimap: boxes and nodes as rectangles.
+ * @param {Viewer} viewer
+ */
 export function drawMinimap(viewer, result, looks) {
   const map = viewer.minimap;
   if (!map) return;
@@ -111,7 +134,10 @@ export function drawMinimap(viewer, result, looks) {
   frameView(viewer);
 }
 
-/** Frame, on the minimap, the part of the drawing the canvas shows now. */
+/**
+ * Frame, on the minimap, the part of the drawing the canvas shows now.
+ * @param {Viewer} viewer
+ */
 function frameView(viewer) {
   const map = viewer.minimap;
   if (!map || !map.bounds) return;

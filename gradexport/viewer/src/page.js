@@ -1,10 +1,14 @@
 // The page around the drawing: the toolbar (search box, fit, zoom, theme, help), the breadcrumbs, the canvas,
 // the panel, the legend and status; the style sheet; clicks on the drawing, the search box's keys, the keys.
+// Writes: viewer.crumbs, viewer.directionButton, viewer.help, viewer.legend, viewer.matches, viewer.panel, viewer.searchBox, viewer.stage, viewer.status, viewer.svg, viewer.viewport.
+// Changes: the children, class, theme and tab index of viewer.host, and a style sheet in the document's head.
 import css from "./viewer.css";
 import { el } from "./dom.js";
 import { addChangeButtons, directionLabel, flipDirection, goToChange } from "./navigate.js";
 import { showEdge } from "./panel.js";
 import { runSearch } from "./search.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
 
 const HELP = [
   ["click", "select; a folded group expands, an expanded box's title collapses"],
@@ -35,7 +39,10 @@ export function setTheme(host, name) {
 
 const flipTheme = (host) => setTheme(host, host.dataset.theme === "dark" ? "light" : "dark");
 
-/** Build the page in viewer.host; sets viewer.searchBox, crumbs, svg, viewport, panel, status, legend and help. */
+/**
+ * Build the page in viewer.host; sets viewer.searchBox, crumbs, svg, viewport, panel, status, legend and help.
+ * @param {Viewer} viewer
+ */
 export function buildPage(viewer) {
   const host = viewer.host;
   const style = el("style");
@@ -74,9 +81,9 @@ export function buildPage(viewer) {
   viewer.status = el("div", { class: "gx-status", role: "status" });
   viewer.legend = el("div", { class: "gx-legend" });
   viewer.help = el("div", { class: "gx-help gx-hidden" });
-  for (const [key, what] of viewer.stepper ? [...STEP_HELP, ...HELP.filter(([k]) => k !== "arrows")] : HELP) {
+  for (const [keys, what] of viewer.stepper ? [...STEP_HELP, ...HELP.filter(([k]) => k !== "arrows")] : HELP) {
     const row = el("div");
-    row.append(el("kbd", {}, key), document.createTextNode(" " + what));
+    row.append(el("kbd", {}, keys), document.createTextNode(" " + what));
     viewer.help.appendChild(row);
   }
   const main = el("div", { class: "gx-main" });
@@ -89,12 +96,16 @@ export function buildPage(viewer) {
   host.append(viewer.crumbs, main);
 }
 
-/** Clicks on the drawing, the search box's Enter and Escape, and the keys (key) on the page. */
+/**
+ * Clicks on the drawing, the search box's Enter and Escape, and the keys (key) on the page.
+ * @param {Viewer} viewer
+ */
 export function bindInput(viewer) {
   viewer.svg.addEventListener("click", (event) => {
     if (viewer.camera.dragged) return;
-    const target = event.target.closest("[data-item], [data-box], [data-edge]");
-    if (!target) return viewer.selectItem(null);
+    const target = event.target instanceof Element ? event.target.closest("[data-item], [data-box], [data-edge]") : null;
+    // What is clicked is drawn: an SVG element.
+    if (!(target instanceof SVGElement)) return viewer.selectItem(null);
     if (target.dataset.box) return viewer.toggle(Number(target.dataset.box));
     if (target.dataset.edge) return showEdge(viewer, Number(target.dataset.edge));
     const item = Number(target.dataset.item);
@@ -111,6 +122,7 @@ export function bindInput(viewer) {
   viewer.host.addEventListener("keydown", (event) => key(viewer, event));
 }
 
+/** @param {Viewer} viewer */
 function key(viewer, event) {
   const { camera, folds } = viewer;
   if (viewer.stepper && viewer.stepper.key(event)) return;

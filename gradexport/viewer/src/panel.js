@@ -1,9 +1,13 @@
 // The side panel and the breadcrumbs: what is selected (a node's attributes and next_functions, a group's
 // summary with a button to open or close it, an edge's graph edges), and the groups around it.
+// Writes: no viewer field.
+// Changes: the children of viewer.panel and viewer.crumbs.
 import { el, table } from "./dom.js";
 import { nodeTitle } from "./model.js";
 import { printable } from "./text.js";
 import { normChart } from "./watch.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
 
 /** What the panel and the script API's select() tell about a group. */
 export function groupSummary(folds, item) {
@@ -16,7 +20,10 @@ export function groupSummary(folds, item) {
   return summary;
 }
 
-/** Show `item` (a node or a group) in the panel; null: the graph's own attributes. */
+/**
+ * Show `item` (a node or a group) in the panel; null: the graph's own attributes.
+ * @param {Viewer} viewer
+ */
 export function showPanel(viewer, item) {
   const { folds, graph, panel } = viewer;
   panel.replaceChildren();
@@ -61,10 +68,14 @@ export function showPanel(viewer, item) {
   }
 }
 
-/** Show edge number `j` of the drawing in the panel: the edges of the graph it stands for. */
+/**
+ * Show edge number `j` of the drawing in the panel: the edges of the graph it stands for.
+ * @param {Viewer} viewer
+ */
 export function showEdge(viewer, j) {
-  const { folds, graph, panel } = viewer;
-  const edge = viewer.drawn.edges[j];
+  const { folds, graph, panel, drawn } = viewer;
+  if (!drawn) return; // an edge is clicked on a drawing
+  const edge = drawn.edges[j];
   panel.replaceChildren(el("h2", {}, `edge ${edge.lines[0]}`));
   panel.appendChild(el("p", {}, printable(`${folds.itemId(edge.from)} → ${folds.itemId(edge.to)}: stands for ${edge.count} edge(s) of the graph`)));
   for (const e of edge.edges.slice(0, 20)) {
@@ -72,7 +83,10 @@ export function showEdge(viewer, j) {
   }
 }
 
-/** The breadcrumbs of `item`: "graph", each opened group around it (a click closes it), then the item. */
+/**
+ * The breadcrumbs of `item`: "graph", each opened group around it (a click closes it), then the item.
+ * @param {Viewer} viewer
+ */
 export function showCrumbs(viewer, item) {
   const { folds, crumbs } = viewer;
   crumbs.replaceChildren();

@@ -1,4 +1,8 @@
-// How the selection shows on the drawing: the selected item, the paths from the loss to it and the search
+// Writes: no viewer field.
+// Changes: the classes of the drawn elements, and the folds (it opens the groups around an origin), and the camera (centerOn).
+
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */// How the selection shows on the drawing: the selected item, the paths from the loss to it and the search
 // matches as classes (paintMarks); centring on an item; and on opening, the nodes where a non-finite gradient
 // started, revealed and the first of them selected. Viewer.selectItem (viewer.js) changes the selection.
 
@@ -9,6 +13,7 @@ const REVEAL_ORIGINS = 8;
  * Mark the drawn items and edges: selected, on a path to the selected node, matching the search. It paints
  * what is on the canvas (viewer.drawn), which lags viewer.current while a layout is on its way; draw() paints
  * again when the new drawing is there.
+ * @param {Viewer} viewer
  */
 export function paintMarks(viewer) {
   if (!viewer.drawn) return;
@@ -25,24 +30,33 @@ export function paintMarks(viewer) {
   }
   for (const edge of edges) {
     if (!edge.element) continue;
-    edge.element.classList.toggle("gx-on-path", Boolean(marks) && edge.edges.some((e) => marks[graph.tgt[e]]));
+    edge.element.classList.toggle("gx-on-path", marks !== null && edge.edges.some((e) => marks[graph.tgt[e]]));
   }
 }
 
-/** Bring the drawn item that shows `item` (itself, or the folded group it is in) to the middle; `zoomIn`: at 1:1 at least. */
+/**
+ * Bring the drawn item that shows `item` (itself, or the folded group it is in) to the middle; `zoomIn`: at 1:1 at least.
+ * @param {Viewer} viewer
+ */
 export function centerOn(viewer, item, zoomIn = false) {
   const drawn = viewer.drawn;
   if (!drawn) return;
   viewer.camera.centerOn(drawn.elements.get(viewer.folds.isGroup(item) ? item : drawn.rep[item]), zoomIn);
 }
 
-/** The ids of the nodes where a non-finite gradient started (graph attribute nonfinite), in the order the engine ran them. */
+/**
+ * The ids of the nodes where a non-finite gradient started (graph attribute nonfinite), in the order the engine ran them.
+ * @param {Viewer} viewer
+ */
 function origins(viewer) {
   const found = viewer.graph.data.graph && viewer.graph.data.graph.nonfinite;
   return Array.isArray(found) ? found : [];
 }
 
-/** Open the groups around the first REVEAL_ORIGINS origins, so they show at once; to keep the page small, no more. */
+/**
+ * Open the groups around the first REVEAL_ORIGINS origins, so they show at once; to keep the page small, no more.
+ * @param {Viewer} viewer
+ */
 export function revealOrigins(viewer) {
   for (const id of origins(viewer).slice(0, REVEAL_ORIGINS)) {
     const item = viewer.folds.item(String(id));
@@ -50,7 +64,10 @@ export function revealOrigins(viewer) {
   }
 }
 
-/** On first render, select the first origin and bring it to the middle; passes `visible` on. */
+/**
+ * On first render, select the first origin and bring it to the middle; passes `visible` on.
+ * @param {Viewer} viewer
+ */
 export function showOrigin(viewer, visible) {
   const [first] = origins(viewer);
   const item = first === undefined ? undefined : viewer.folds.item(String(first));

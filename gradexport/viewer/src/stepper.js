@@ -3,6 +3,8 @@
 // called (or the folded group it runs inside) and brings it into view, writes the gradients on its incoming edges
 // (per input slot) and outgoing edges (per next_functions position), each leaf's .grad so far, and the step in
 // the side panel with the reason the engine runs this node now (steps.js). Names are data: textContent only.
+// Writes: no viewer field.
+// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it centres the running node).
 import { el } from "./dom.js";
 import { printable } from "./text.js";
 
@@ -37,16 +39,34 @@ function tensorBlock(tensor) {
   return [head, el("div", { class: "gx-step-stats" }, text)];
 }
 
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
 export class Stepper {
+  // The step bar's controls, made by build(), which page.js calls before any step is shown.
+  /** @type {HTMLButtonElement} */ playButton;
+  /** @type {HTMLInputElement} */ scrubber;
+  /** @type {HTMLSelectElement} */ speedBox;
+  /** @type {HTMLSpanElement} */ label;
+
+  /**
+   * @param {Viewer} viewer
+   * @param {import("./steps.js").Steps} steps
+   */
   constructor(viewer, steps) {
     this.viewer = viewer;
     this.steps = steps;
+    /** The step shown. */
     this.k = 0;
+    /** @type {ReturnType<typeof setInterval> | null} the player's interval while it plays */
     this.timer = null;
+    /** Steps per second. */
     this.speed = 2;
+    /** @type {{remove: () => void}[]} what paint() added to the drawing, removed at the next step */
     this.overlays = [];
+    /** The drawing edgeMap was made for. */
     this.drawnFor = null;
-    this.edgeMap = null;
+    /** @type {Map<number, import("./model.js").VisibleEdge>} graph edge → the drawn edge that shows it */
+    this.edgeMap = new Map();
   }
 
   /** The step bar, put above the canvas by page.js. */
@@ -184,11 +204,12 @@ export class Stepper {
     const labelled = new Set();
     const label = (e, text, cls) => {
       const edge = edges.get(e);
-      if (!edge || !edge.element || labelled.has(edge)) return;
+      const element = edge && edge.element;
+      if (!edge || !element || labelled.has(edge)) return;
       labelled.add(edge);
-      edge.element.classList.add(cls);
-      this.overlays.push({ remove: () => edge.element.classList.remove(cls) });
-      this.note(edge.element, edge.element.querySelector(".gx-edge-label rect"), text, `gx-step-flow ${cls}-text`, false);
+      element.classList.add(cls);
+      this.overlays.push({ remove: () => element.classList.remove(cls) });
+      this.note(element, element.querySelector(".gx-edge-label rect"), text, `gx-step-flow ${cls}-text`, false);
     };
     for (const input of record.inputs) {
       for (const arrival of input.edges) label(arrival.edge, shortText(arrival), "gx-step-in");

@@ -1,8 +1,32 @@
 // A replay's steps as the viewer holds them (no DOM here): decoded from the page's "steps" block
 // (gradexport/backward/steps.py), with, per node, when it runs and when its inputs arrive, so that the state
 // of every node at step k is O(1), and the step as data for the panel and the script API.
+// Writes: no viewer field.
+// Changes: its own Steps (pure: no DOM).
 
-/** A tensor of the table as data: {shape, dtype, values} (torch's own printing) or {shape, dtype, stats}. */
+/**
+ * A tensor as data: torch's own printing of its values, or its statistics (a large tensor); all null for None.
+ * @typedef {{shape: number[] | null, dtype: string | null, values?: string | null,
+ *   stats?: {norm: number, min: number, max: number, mean: number, nonfinite: number}}} TensorRecord
+ *
+ * A step as data (Steps.step): the node called, its inputs per slot (with the edges that brought them) and its
+ * outputs per next_functions position (with the edge that takes each on), and a leaf's .grad after it.
+ * @typedef {object} StepRecord
+ * @property {number} index
+ * @property {string} node the node's id
+ * @property {string} op
+ * @property {(TensorRecord & {slot: number, edges: (TensorRecord & {edge: number, from: string, position: number | string})[]})[]} inputs
+ * @property {(TensorRecord & {position: number, to: string | null, input_nr: number | string | null, edge: number | null})[]} outputs
+ * @property {string} [module]
+ * @property {TensorRecord} [grad]
+ */
+
+/**
+ * A tensor of the table as data: {shape, dtype, values} (torch's own printing) or {shape, dtype, stats}.
+ * @param {StepData} steps
+ * @param {number | null | undefined} index
+ * @returns {TensorRecord}
+ */
 function tensorRecord(steps, index) {
   if (index === null || index === undefined) return { shape: null, dtype: null, values: null };
   const row = steps.tensors[index];
@@ -14,12 +38,27 @@ function tensorRecord(steps, index) {
 
 const AGAINST = 2 ** 64 - 1;
 
+/**
+ * The "steps" block of a replay page (gradexport/backward/steps.py); nodes by id ("n<k>", or k).
+ * @typedef {object} StepData
+ * @property {[number[], string][]} metas [shape, dtype] pairs
+ * @property {Array<[number, string] | [number, number, number, number, number, number]>} tensors [meta, torch's printing] or [meta, norm, min, max, mean, non-finite count]
+ * @property {[string | number, number, number][]} starts [node, slot, tensor] per root gradient
+ * @property {[string | number, number][]} [before] [leaf node, tensor] per .grad set before the replay
+ * @property {Array<[string | number, (number | null)[], (number | null)[], number?]>} steps [node, input tensors per slot, output tensors per position, the leaf's .grad after]
+ */
+
 export class Steps {
+  /**
+   * @param {import("./model.js").Graph} graph
+   * @param {StepData} data
+   */
   constructor(graph, data) {
     this.graph = graph;
     this.data = data;
     const n = graph.n;
-    const nodeIndex = (id) => graph.index.get(typeof id === "number" ? "n" + id : id);
+    // Every node a step names is in the graph.
+    const nodeIndex = (/** @type {string | number} */ id) => /** @type {number} */ (graph.index.get(typeof id === "number" ? "n" + id : id));
     this.count = data.steps.length;
     this.nodes = new Int32Array(this.count);
     /** The step each node runs at (-1: never), the first and the last step that delivered to it (-1: a root's start). */
@@ -50,7 +89,12 @@ export class Steps {
     }
   }
 
-  /** "done" | "waiting" | "pending" of node v at step k: run (k included), some input arrived, nothing yet. */
+  /**
+   * "done" | "waiting" | "pending" of node v at step k: run (k included), some input arrived, nothing yet.
+   * @param {number} v
+   * @param {number} k
+   * @returns {"done" | "waiting" | "pending"}
+   */
   state(v, k) {
     if (this.runAt[v] >= 0 && this.runAt[v] <= k) return "done";
     if (this.runAt[v] < 0 && this.graph.field(v, "kind") === "root") return "done";
@@ -58,36 +102,53 @@ export class Steps {
     return "pending";
   }
 
-  /** Whether every input of node v has arrived by step k (it sits in the engine's ready queue). */
+  /**
+   * Whether every input of node v has arrived by step k (it sits in the engine's ready queue).
+   * @param {number} v
+   * @param {number} k
+   */
   ready(v, k) {
     return this.lastIn[v] <= k && this.lastIn[v] > -2;
   }
 
-  /** The tensor (table index or null) that graph edge e carries: its source step's output, or a root's start. */
+  /**
+   * The tensor (table index or null) that graph edge e carries: its source step's output, or a root's start.
+   * @param {number} e
+   * @returns {number | null}
+   */
   edgeTensor(e) {
     const graph = this.graph;
     const u = graph.src[e];
     const [position, slot] = graph.edgeIndices(e);
     const k = this.runAt[u];
-    if (k >= 0) return this.data.steps[k][2][position] ?? null;
+    if (k >= 0) return (typeof position === "number" ? this.data.steps[k][2][position] : undefined) ?? null;
     return this.starts.get(`${graph.tgt[e]}|${slot}`) ?? null;
   }
 
+  /**
+   * @param {number | null | undefined} index
+   */
   tensor(index) {
     return tensorRecord(this.data, index);
   }
 
-  /** Step k as data: {index, node, op, inputs: [{slot, edges, ...tensor}], outputs: [{position, to, input_nr, ...tensor}], grad?}. */
+  /**
+   * Step k as data: {index, node, op, inputs: [{slot, edges, ...tensor}], outputs: [{position, to, input_nr, ...tensor}], grad?}.
+   * @param {number} k
+   * @returns {StepRecord}
+   */
   step(k) {
     const graph = this.graph;
     const row = this.data.steps[k];
     const v = this.nodes[k];
+    /** @type {Map<number | string, StepRecord["inputs"][number]["edges"]>} */
     const feeding = new Map();
     for (let j = graph.inStart[v]; j < graph.inStart[v + 1]; j++) {
       const e = graph.inEdges[j];
       const [position, slot] = graph.edgeIndices(e);
-      if (!feeding.has(slot)) feeding.set(slot, []);
-      feeding.get(slot).push({ edge: e, from: graph.id(graph.src[e]), position, ...this.tensor(this.edgeTensor(e)) });
+      const arrivals = feeding.get(slot) ?? [];
+      feeding.set(slot, arrivals);
+      arrivals.push({ edge: e, from: graph.id(graph.src[e]), position, ...this.tensor(this.edgeTensor(e)) });
     }
     const inputs = row[1].map((tensor, slot) => ({ slot, edges: feeding.get(slot) || [], ...this.tensor(tensor) }));
     const targets = new Map();
@@ -100,6 +161,7 @@ export class Steps {
       const target = targets.get(position);
       return { position, to: target ? target.to : null, input_nr: target ? target.input_nr : null, edge: target ? target.edge : null, ...this.tensor(tensor) };
     });
+    /** @type {StepRecord} */
     const record = { index: k, node: graph.id(v), op: String(graph.field(v, "op") ?? graph.field(v, "kind")), inputs, outputs };
     const module = graph.field(v, "module");
     if (typeof module === "string") record.module = module;
@@ -107,7 +169,12 @@ export class Steps {
     return record;
   }
 
-  /** The .grad of leaf v at step k: after its AccumulateGrad step, what the replay left there; before, what it held. */
+  /**
+   * The .grad of leaf v at step k: after its AccumulateGrad step, what the replay left there; before, what it held.
+   * @param {number} v
+   * @param {number} k
+   * @returns {TensorRecord | null}
+   */
   leafGrad(v, k) {
     const at = this.runAt[v];
     if (at < 0 || at > k) return this.before.has(v) ? this.tensor(this.before.get(v)) : null;
@@ -115,7 +182,11 @@ export class Steps {
     return row.length > 3 ? this.tensor(row[3]) : null;
   }
 
-  /** Why the engine runs step k's node now: its inputs are all there; among the ready nodes, the rule that picks it. */
+  /**
+   * Why the engine runs step k's node now: its inputs are all there; among the ready nodes, the rule that picks it.
+   * @param {number} k
+   * @returns {string}
+   */
   reason(k) {
     const graph = this.graph;
     const v = this.nodes[k];
@@ -127,7 +198,7 @@ export class Steps {
     if (!others.length) return `${arrived} It is the only node ready.`;
     const listed = others.slice(0, 4).map((u) => `${graph.id(u)} ${graph.field(u, "op")}`).join(", ") + (others.length > 4 ? ", …" : "");
     const ready = `${others.length} other node${others.length > 1 ? "s are" : " is"} ready too (${listed})`;
-    const seq = (u) => {
+    const seq = (/** @type {number} */ u) => {
       const s = Number(graph.field(u, "sequence_nr"));
       return s < 0 ? AGAINST : s;
     };

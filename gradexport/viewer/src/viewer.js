@@ -3,6 +3,14 @@
 // the modules it calls: page.js (DOM and input), draw.js and looks.js (drawing), camera.js (pan and zoom),
 // layout-client.js (the layout worker), selection.js, panel.js, legend.js, search.js, steps.js and stepper.js (a
 // replay's steps and the step bar); api.js is the script API.
+//
+// Every field of the viewer is declared in the class below, with its type and the modules that write it; any
+// module may read any field. Each module's header says which fields it writes ("Writes:", which
+// tests/js/state.test.mjs holds to the assignments in its code) and what else it changes ("Changes:"). The pure
+// modules (model.js, steps.js, looks.js, layout-input.js, layout.js, text.js) take what they need as arguments,
+// touch no DOM and write no viewer field; tests/js tests them in node.
+// Writes: every field, in the constructor; viewer.selected and viewer.marks (selectItem).
+// Changes: the folds' expanded groups (expandItem, collapseItem, expandAllUnder).
 import { Camera } from "./camera.js";
 import { refresh } from "./draw.js";
 import { LayoutClient } from "./layout-client.js";
@@ -19,17 +27,46 @@ import { mountWatch, watchState } from "./watch.js";
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
 
+/**
+ * @typedef {import("./model.js").VisibleEdge & {lines: string[]}} DrawnEdge a visible edge with its label's lines (layout-input.js)
+ * @typedef {Omit<import("./model.js").View, "edges"> & {edges: DrawnEdge[]}} LaidView a view whose edges have their lines
+ * @typedef {LaidView & {elements: Map<number, SVGGElement>}} DrawnView what is on the canvas, its elements by item
+ * @typedef {{frame: HTMLDivElement, svg: SVGSVGElement, content: SVGGElement, view: SVGRectElement, bounds?: {width: number, height: number}}} Minimap
+ */
+
 export class Viewer {
+  // Set by page.js (buildPage), once: the page's elements.
+  /** @type {HTMLInputElement} */ searchBox;
+  /** @type {HTMLButtonElement} */ directionButton;
+  /** @type {HTMLElement} the breadcrumbs */ crumbs;
+  /** @type {SVGSVGElement} the canvas */ svg;
+  /** @type {SVGGElement} the group the camera moves, holding the drawing */ viewport;
+  /** @type {HTMLElement} the side panel (panel.js, search.js and stepper.js fill it) */ panel;
+  /** @type {HTMLElement} */ status;
+  /** @type {HTMLElement} the legend (legend.js and watch.js fill it) */ legend;
+  /** @type {HTMLElement} the keyboard help */ help;
+  /** @type {HTMLElement} the canvas's container: the minimap sits in it */ stage;
+  // Set by navigate.js, once.
+  /** @type {HTMLElement | null} "change k of N", on a diff's page */ changeCount = null;
+  /** @type {Minimap | null} */ minimap = null;
+  // Set by draw.js (refresh), first in the constructor's call of it.
+  /** @type {import("./model.js").View} what refresh() last asked to draw; it is on the canvas once laid out */ current;
+
+  /**
+   * @param {HTMLElement} host the element the viewer fills
+   * @param {import("./model.js").PageData} data the page data
+   */
   constructor(host, data) {
     this.host = host;
     this.data = data;
+    /** @type {Record<string, any>} the diagram options; navigate.js writes it (direction) */
     this.options = data.options || {};
     this.styles = data.styles;
     this.graph = new Graph(data);
     this.folds = new Folds(this.graph, this.options.group_modules !== false);
     this.folds.openWithin(OPEN_BUDGET);
     revealOrigins(this);
-    /** A diff's changed nodes (navigate.js), and which of them was gone to last; the page opens at the first. */
+    /** A diff's changed nodes (navigate.js), and which of them was gone to last (navigate.js writes it); the page opens at the first. */
     this.changes = diffChanges(this.graph);
     this.change = 0;
     if (this.changes.length) this.folds.reveal(this.changes[0]);
@@ -44,22 +81,27 @@ export class Viewer {
       style.textContent = this.scale.cssRules();
       (host.getRootNode() === document ? document.head : host.getRootNode()).appendChild(style);
     }
+    /** A gradexport.watch history's scrubber state (watch.js writes inside it), or null. */
     this.watch = watchState(this);
+    /** @type {number | null} the selected item; selectItem writes it */
     this.selected = null;
-    /** pathMarks of the selected node: the nodes on a path from the loss to it. */
+    /** @type {Uint8Array | null} pathMarks of the selected node: the nodes on a path from the loss to it; selectItem writes it. */
     this.marks = null;
+    /** @type {Set<number>} the visible items matching the search; search.js and page.js (Escape) write it */
     this.matches = new Set();
-    /** Resolvers of idle(): called once the latest layout is drawn. */
+    /** @type {(() => void)[]} resolvers of idle(), called once the latest layout is drawn; draw.js writes it */
     this.waiting = [];
-    /** What refresh() last asked to draw ({items, boxes, box, rep, edges}); it is on the canvas once laid out. */
-    this.current = null;
-    /** What is on the canvas: the view drawn last, with its elements by item (draw.js). */
+    /** @type {DrawnView | null} what is on the canvas: the view drawn last, with its elements by item; draw.js writes it */
     this.drawn = null;
+    /** @type {import("./layout.js").LayoutRequest | null} the latest layout request (the script API shows it); draw.js writes it */
+    this.lastRequest = null;
+    /** @type {{start: number, layout?: number, firstRender?: number}} ms since the script started; draw.js adds the layout's */
     this.timings = { start: performance.now() };
     /** A replay page's steps (steps.js) and its step bar (stepper.js); null on other pages. */
     this.steps = data.steps ? new Steps(this.graph, data.steps) : null;
     this.stepper = this.steps && this.steps.count ? new Stepper(this, this.steps) : null;
     buildPage(this);
+    /** Pan and zoom (camera.js); its transform is camera.js's alone. */
     this.camera = new Camera(this.svg, this.viewport);
     drawLegend(this);
     mountWatch(this);
@@ -67,6 +109,7 @@ export class Viewer {
     showCrumbs(this, null);
     this.camera.bindPointer();
     buildMinimap(this, this.stage);
+    /** @type {(result: import("./layout.js").LayoutResult, looks: Map<number, import("./looks.js").Look>) => void} called by draw.js after each drawing */
     this.drawnHook = (result, looks) => drawMinimap(this, result, looks);
     bindInput(this);
     this.layouts = new LayoutClient();

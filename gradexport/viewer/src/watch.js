@@ -2,12 +2,28 @@
 // edges entering each module by that step's gradient norm, on one scale fixed across all steps, and a small
 // chart of a module's norm over the steps in the panel. The data: the graph attribute watch_steps, each
 // entering edge's watch_norms (one per step), and watch_modules {module path: norms per step}.
+// Writes: no viewer field.
+// Changes: inside viewer.watch its index, label and input; the grad of the watched edges' attributes in viewer.data.edge_extra (the step shown); the top of viewer.legend.
 import { refresh } from "./draw.js";
 import { el } from "./dom.js";
+
+/** @typedef {import("./viewer.js").Viewer} Viewer */
+
+/**
+ * @typedef {object} WatchState
+ * @property {number[]} steps the recorded training steps
+ * @property {Record<string, any>[]} edges the attributes of the edges with a norm per step; showStep writes their grad
+ * @property {number} index the step shown; showStep writes it
+ * @property {Record<string, (number | null)[]>} modules per module path, its norm per step
+ * @property {HTMLElement} [label] the step's label, set by mountWatch
+ * @property {HTMLInputElement} [input] the scrubber, set by mountWatch
+ */
 
 /**
  * The scrubber's state, or null without a history. The colours need no fitting to the history: the
  * gradient scale is fixed in decades of the norm (GradScale), so every step and every page share it.
+ * @param {Viewer} viewer
+ * @returns {WatchState | null}
  */
 export function watchState(viewer) {
   const steps = viewer.data.graph.watch_steps;
@@ -16,7 +32,10 @@ export function watchState(viewer) {
   return { steps, edges, index: steps.length - 1, modules: viewer.data.graph.watch_modules || {} };
 }
 
-/** The scrubber, above the legend. */
+/**
+ * The scrubber, above the legend.
+ * @param {Viewer} viewer
+ */
 export function mountWatch(viewer) {
   const state = viewer.watch;
   if (!state) return;
@@ -28,9 +47,13 @@ export function mountWatch(viewer) {
   viewer.legend.prepend(label, input);
 }
 
-/** Show recorded step number `index` (0 for the first recorded); a Promise of the per-node values once drawn. */
+/**
+ * Show recorded step number `index` (0 for the first recorded); a Promise of the per-node values once drawn.
+ * @param {Viewer} viewer
+ */
 export function showStep(viewer, index) {
   const state = viewer.watch;
+  if (!state) throw new Error("iteration: this page shows no gradexport.watch history");
   if (!Number.isInteger(index) || index < 0 || index >= state.steps.length) {
     throw new Error(`iteration: no recorded step at position ${JSON.stringify(index)}; there are ${state.steps.length}`);
   }
@@ -39,15 +62,18 @@ export function showStep(viewer, index) {
     const norm = extra.watch_norms[index];
     extra.grad = norm === null || norm === undefined ? undefined : { norm };
   }
-  state.label.textContent = `step ${state.steps[index]}`;
-  state.input.value = String(index);
-  return refresh(viewer).then(() => nodeValues(viewer));
+  if (state.label) state.label.textContent = `step ${state.steps[index]}`;
+  if (state.input) state.input.value = String(index);
+  return refresh(viewer).then(() => nodeValues(viewer, state));
 }
 
-/** What the page shows at the current step: every node of a watched module with its module's norm. */
-export function nodeValues(viewer) {
+/**
+ * What the page shows at the current step: every node of a watched module with its module's norm.
+ * @param {Viewer} viewer
+ * @param {WatchState} state the viewer's watch
+ */
+export function nodeValues(viewer, state) {
   const { graph } = viewer;
-  const state = viewer.watch;
   const values = {};
   for (let i = 0; i < graph.n; i++) {
     const module = graph.field(i, "module");
@@ -57,7 +83,10 @@ export function nodeValues(viewer) {
   return values;
 }
 
-/** A small chart of `norms` over the steps (log scale), the current step marked. */
+/**
+ * A small chart of `norms` over the steps (log scale), the current step marked.
+ * @param {Viewer} viewer
+ */
 export function normChart(viewer, module) {
   const state = viewer.watch;
   const norms = state && state.modules[module];

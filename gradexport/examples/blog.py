@@ -2,10 +2,10 @@
 
 Each function returns ``(roots, names)``: the tensors backward starts from,
 and a mapping that names the leaf tensors. That is the shape the command line
-reads (see ``gradexport --help``)::
+reads (see ``gradexport --help``); it ships with the package, so from any folder::
 
-    python -m gradexport examples/blog.py:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
-    python -m gradexport examples/blog.py:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
+    gradexport gradexport.examples.blog:multiply_then_sum --format dot,svg,mermaid,json --output out/multiply_then_sum
+    gradexport gradexport.examples.blog:unbind_then_add --format dot,svg,mermaid,json --output out/unbind_then_add
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import networkx as nx
 import torch
 
-import gradexport
+from gradexport.backward.replay_record import Replay
 
 
 def multiply_then_sum() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -35,7 +35,7 @@ def unbind_then_add() -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
     return {"l": l}, {"x": x}
 
 
-def step_picture(record: gradexport.Replay, number: int) -> nx.MultiDiGraph:
+def step_picture(record: Replay, number: int) -> nx.MultiDiGraph:
     """The graph of a replay with the node of step ``number`` boxed and the gradients it sent marked.
 
     The box is a module box of the diagram writers, named after the step; each
@@ -46,6 +46,7 @@ def step_picture(record: gradexport.Replay, number: int) -> nx.MultiDiGraph:
     step, open ``gradexport.to_html(record)`` and step through it.
 
     Examples:
+        >>> import gradexport
         >>> roots, names = multiply_then_sum()
         >>> picture = step_picture(gradexport.replay(roots, params=names), 2)
         >>> picture.nodes["n2"]["module"], sorted(round(g["norm"], 2) for *_, g in picture.edges(data="grad") if g)
