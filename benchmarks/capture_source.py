@@ -1,11 +1,15 @@
 """``python -m benchmarks.capture_source``: what `gradexport.tools.capture_source` costs a forward pass.
 
 Times the forward of a 12-layer ``nn.TransformerEncoder`` (d_model 64) and of
-an MLP, plain, inside ``capture_source()``, inside ``capture_source()`` with
+an MLP, plain, inside ``capture_source(values=False)`` (lines only),
+inside ``capture_source()`` (lines and the check of every result for NaN
+and Inf that finds the forward origin), inside ``capture_source()`` with
 ``capture_modules()``, and under anomaly mode
 (``torch.autograd.detect_anomaly()``, which keeps a traceback per node), all
 in one run, interleaved so that a busy machine slows every variant alike.
 Each figure is the minimum over repeats; the ratios are to the plain forward.
+``--clock process`` times the process's CPU time instead of the wall clock:
+on a shared, loaded machine it leaves out the time other processes took.
 
 Example::
 
@@ -52,14 +56,15 @@ def _both() -> AbstractContextManager[Any]:
 
 VARIANTS: dict[str, Callable[[], AbstractContextManager[Any]]] = {
     "plain": nullcontext,
+    "capture_source(values=False)": lambda: gradexport.tools.capture_source(values=False),
     "capture_source": gradexport.tools.capture_source,
     "capture_source + capture_modules": _both,
     "anomaly mode": torch.autograd.detect_anomaly,
 }
 
 
-def measure(repeats: int, calls: int) -> dict[str, dict[str, float]]:
-    """Seconds per forward (minimum over repeats) of each model under each variant."""
+def measure(repeats: int, calls: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, dict[str, float]]:
+    """Seconds per forward (minimum over repeats) of each model under each variant, by ``clock``."""
     results: dict[str, dict[str, float]] = {}
     for model_name, build in MODELS.items():
         model, x = build()
@@ -70,11 +75,11 @@ def measure(repeats: int, calls: int) -> dict[str, dict[str, float]]:
                     model(x).sum()
         for _ in range(repeats):
             for name, variant in VARIANTS.items():
-                start = time.perf_counter()
+                start = clock()
                 for _ in range(calls):
                     with variant():
                         model(x).sum()
-                best[name] = min(best[name], (time.perf_counter() - start) / calls)
+                best[name] = min(best[name], (clock() - start) / calls)
         results[model_name] = best
     return results
 
@@ -83,10 +88,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--clock", choices=("wall", "process"), default="wall", help="wall clock, or the process's CPU time")
     args = parser.parse_args()
+    clock = time.process_time if args.clock == "process" else time.perf_counter
     warnings.filterwarnings("ignore", message="Anomaly Detection has been enabled")
     torch.set_num_threads(1)
-    for model_name, best in measure(args.repeats, args.calls).items():
+    for model_name, best in measure(args.repeats, args.calls, clock).items():
         print(model_name)
         for name, seconds in best.items():
             print(f"  {name:34} {seconds * 1e3:8.2f} ms  {seconds / best['plain']:5.2f}x plain")

@@ -5,7 +5,8 @@ CNN. Each round times ``--steps`` plain steps, then ``--steps`` steps under
 ``watch(every=1)`` and under ``watch(every=10)`` (with the optimizer, so the
 update-to-weight ratio is computed too), alternating so that the machine's load
 falls on all alike; the figure is the minimum over rounds of the per-step time
-(the least disturbed by other work on shared cores),
+(the least disturbed by other work on shared cores; ``--clock process``
+counts the process's CPU time instead of the wall clock),
 and the ratio is watched over plain. The first (traced) step is timed apart.
 Memory per recorded step is the bytes of its line in the file (what stays on
 disk and in ``Watch.records``); the parameter copy taken for the update ratio
@@ -61,29 +62,29 @@ def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tens
     }
 
 
-def measure(rounds: int, steps: int, scale: int = 1) -> list[dict[str, Any]]:
+def measure(rounds: int, steps: int, scale: int = 1, clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
     """Per model: the best step time plain and watched (every=1, every=10), their ratios, and bytes per recorded step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _measure(rounds, steps, scale)
+        return _measure(rounds, steps, scale, clock)
     finally:
         torch.set_num_threads(threads)
 
 
-def _measure(rounds: int, steps: int, scale: int) -> list[dict[str, Any]]:
+def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) -> list[dict[str, Any]]:
     rows = []
     for name, (model, batch, loss_of) in models(scale).items():
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         inputs = [batch() for _ in range(steps)]
 
         def train(count: int) -> float:
-            start = time.perf_counter()
+            start = clock()
             for x in inputs[:count]:
                 optimizer.zero_grad()
                 loss_of(model(x)).backward()
                 optimizer.step()
-            return (time.perf_counter() - start) / count
+            return (clock() - start) / count
 
         times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": []}
         with tempfile.TemporaryDirectory() as folder:
@@ -125,8 +126,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--clock", choices=("wall", "process"), default="wall", help="wall clock, or the process's CPU time (on a loaded machine)")
     args = parser.parse_args()
-    rows = measure(args.rounds, args.steps)
+    rows = measure(args.rounds, args.steps, clock=time.process_time if args.clock == "process" else time.perf_counter)
     print("| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | parameter copy kept |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:

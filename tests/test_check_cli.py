@@ -248,5 +248,6 @@ def test_a_torch_warning_that_names_torchs_own_file_is_shown_at_the_users_line(
     assert main(["check", f"{targets}:softmax_without_dim"]) == 0
     err = capsys.readouterr().err
     assert re.search(rf"^{re.escape(str(targets))}:{line}: UserWarning: Implicit dimension choice for softmax", err, re.M), err
-    # The place torch names (module.py; its line differs under capture_modules' hooks), after the message.
-    assert f"(issued at {torch_warning.filename}:" in err
+    # The place torch names, after the message: module.py here; under check's capture_source (a
+    # TorchFunctionMode adds frames between the user's call and torch) torch's stacklevel stops elsewhere in torch.
+    assert f"(issued at {os.path.dirname(torch.__file__)}{os.sep}" in err

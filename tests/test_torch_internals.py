@@ -491,3 +491,32 @@ def test_post_accumulate_hook_count_reads_the_hooks() -> None:
     assert seen == [x]
     handle.remove()
     assert _torch.post_accumulate_hook_count(x) == 0
+
+
+def test_reading_a_detached_result_makes_no_node_so_capture_source_sees_no_gap() -> None:
+    """capture_source's NaN/Inf check reads each result as ``result.detach().sum().item()`` between two ops."""
+    x = torch.ones(3, requires_grad=True)
+    y = x * 2
+    before = _torch.next_sequence_nr()
+    y.detach().sum().item()
+    torch.isfinite(y.detach()).all()
+    assert _torch.next_sequence_nr() == before, changed("the sequence counter", "a read of a detached tensor advanced it")
+
+
+def test_a_function_modes_own_calls_are_not_sent_back_to_it() -> None:
+    """capture_source's check calls torch inside its TorchFunctionMode handler: torch must not route those calls to the mode again."""
+    from torch.overrides import TorchFunctionMode
+
+    seen: list[str] = []
+
+    class Reads(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.append(getattr(func, "__name__", str(func)))
+            result = func(*args, **(kwargs or {}))
+            if isinstance(result, torch.Tensor) and result.is_floating_point():
+                result.detach().sum().item()
+            return result
+
+    with Reads():
+        torch.sqrt(torch.ones(2))
+    assert "sum" not in seen and "sqrt" in seen, changed("TorchFunctionMode", f"its handler's own calls reach it: {seen}")

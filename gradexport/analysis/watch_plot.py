@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..backward.watch_file import WatchHistory
 from ..core.errors import ArgumentKeyError, ArgumentValueError
+from ..core.extras import import_extra
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -65,6 +66,7 @@ def plot_flow(history: WatchHistory, step: int | None = None, *, layers_only: bo
         >>> [tick.get_text() for tick in gradexport.records.plot_flow(w.history).axes[0].get_xticklabels()]
         ['weight', 'bias']
     """
+    import_extra("matplotlib", "plot", "gradexport.records.plot_flow")
     from matplotlib.colors import LogNorm
     from matplotlib.figure import Figure
 

@@ -40,32 +40,31 @@ import math
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import networkx as nx
 import torch
 
 from ..core.reports import html_block, html_table, printable
-from ..tracing.graph import Params, trace
+from ..tracing.forward_values import ForwardOrigin, NonfiniteValues, check_of, nonfinite_values
+from ..tracing.graph import Params, Trace, param_pairs, trace
+from ..tracing.modules import qualified_names
 from ..tracing.roots import Roots
-from ..tracing.saved import type_name
 from .gradient_stats import small_values
 from .in_place import in_place_error
 from .record_gradients import record_flow
 from .replay import GradOutputs, start_gradients
 
-__all__ = ["NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
+__all__ = ["HiddenRegion", "NonfiniteGradient", "NonfiniteOrigin", "NonfiniteReport", "check_command", "find_nonfinite"]
 
-#: How many positions of non-finite elements a `NonfiniteGradient` keeps.
-MAX_INDICES = 8
 #: How many frames of the forward traceback the text shows (the attribute keeps them all).
 TRACEBACK_FRAMES = 4
 
 
 @dataclass(frozen=True)
-class NonfiniteGradient:
-    """A gradient with NaN or Inf values, where it went and what it held.
+class NonfiniteGradient(NonfiniteValues):
+    """A gradient with NaN or Inf values, where it went and what it held (the counts are `NonfiniteValues`').
 
     Attributes:
         slot: For ``cause="output"``, the ``next_functions`` position the
@@ -73,38 +72,10 @@ class NonfiniteGradient:
             slot that held it.
         edges: The graph edges ``(source, target, key)`` it travelled: one
             out-edge of the origin, or every edge into the input slot.
-        shape: The gradient's shape.
-        dtype: Its dtype, ``"float32"``.
-        nan: How many elements are NaN.
-        inf: How many are +Inf or -Inf (complex: an infinite part, no NaN).
-        min: The smallest element that is not NaN (``-inf`` if there is one),
-            ``None`` when all are NaN or the tensor is complex.
-        max: The largest element that is not NaN, likewise.
-        indices: Positions of the first non-finite elements, row-major, at
-            most `MAX_INDICES`.
     """
 
-    slot: int
-    edges: tuple[tuple[str, str, int], ...]
-    shape: tuple[int, ...]
-    dtype: str
-    nan: int
-    inf: int
-    min: float | None
-    max: float | None
-    indices: tuple[tuple[int, ...], ...]
-
-    def describe(self) -> str:
-        """One line: ``float32 [2, 3]  1 NaN, 2 Inf of 6, first at (0, 1), (1, 0); range -inf .. 3.5``."""
-        where = ", ".join(str(index) for index in self.indices)
-        more = ", ..." if self.nan + self.inf > len(self.indices) else ""
-        numel = 1
-        for size in self.shape:
-            numel *= size
-        text = f"{self.dtype} {list(self.shape)}  {self.nan} NaN, {self.inf} Inf of {numel}, first at {where}{more}"
-        if self.min is not None and self.max is not None:
-            text += f"; range {self.min:.6g} .. {self.max:.6g}"
-        return text
+    slot: int = 0
+    edges: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +101,10 @@ class NonfiniteOrigin:
             when the forward ran inside `gradexport.tools.capture_source` (no
             anomaly mode needed), else ``None``.
         source_code: That line's code, stripped, else ``None``.
+        region: ``"checkpoint"`` (a reentrant checkpoint) or ``"compiled"``
+            (a ``torch.compile`` region) when the node stands for a region
+            whose own nodes autograd's graph does not show: the value went
+            non-finite somewhere inside it. Else ``None``.
     """
 
     node: str
@@ -142,6 +117,40 @@ class NonfiniteOrigin:
     traceback: str | None
     source: str | None = None
     source_code: str | None = None
+    region: str | None = None
+
+
+@dataclass(frozen=True)
+class HiddenRegion:
+    """A region that ran as one opaque node while gradients went non-finite: what autograd's graph does not show.
+
+    Attributes:
+        node: Its graph id.
+        op: ``"CheckpointFunctionBackward"``, ``"CompiledFunctionBackward"``.
+        kind: ``"checkpoint"`` or ``"compiled"``.
+        source: The user's line that ran the region (with `gradexport.tools.capture_source`), else ``None``.
+        parameters: The parameters that got a non-finite ``.grad`` though no
+            path of the graph reaches them non-finite, when this region is the
+            only one that could have sent it (else they are listed on the report only).
+    """
+
+    node: str
+    op: str
+    kind: str
+    source: str | None
+    parameters: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line: the node, what kind of region it is and where it ran."""
+        where = f" run at {self.source}" if self.source is not None else ""
+        return f"{self.node} {self.op}{where}: {_REGION_TEXT[self.kind]}"
+
+
+#: What each opaque region is, and how to see inside it.
+_REGION_TEXT = {
+    "checkpoint": "a reentrant checkpoint: its nodes and parameters are not in the graph; use_reentrant=False shows them",
+    "compiled": "a torch.compile region: one node for all of it; run the region without torch.compile to see its nodes",
+}
 
 
 @dataclass(frozen=True)
@@ -160,6 +169,20 @@ class NonfiniteReport:
         nonfinite_parameters: The leaves (by name, else graph id) whose
             gradient of this pass is non-finite, in graph order.
         finite_parameters: The leaves the pass reached whose gradient is finite.
+        nonfinite_roots: ``(root name, its values)`` of every root (the
+            loss) that holds NaN or Inf: reported even when every gradient is finite.
+        forward_origin: The first op of the forward whose result held NaN or
+            Inf, when the forward ran inside `gradexport.tools.capture_source`;
+            ``None`` when it was finite or not captured (see ``forward_captured``).
+        forward_captured: Whether the forward that made the graph ran inside
+            `gradexport.tools.capture_source` (with its ``values`` check on).
+        hidden_parameters: Parameters (named by ``params`` or ``module``)
+            whose ``.grad`` went non-finite in this pass though no path of the
+            graph reaches them: the path ran inside an opaque region (or
+            through ``DistributedDataParallel``'s all-reduce). They
+            are in ``nonfinite_parameters`` too.
+        regions: The opaque regions (reentrant checkpoints, compiled regions)
+            that ran and sent, received or hid a non-finite gradient.
     """
 
     origins: tuple[NonfiniteOrigin, ...]
@@ -167,14 +190,22 @@ class NonfiniteReport:
     nodes_run: int = 0
     nonfinite_parameters: tuple[str, ...] = ()
     finite_parameters: tuple[str, ...] = ()
+    nonfinite_roots: tuple[tuple[str, NonfiniteValues], ...] = ()
+    forward_origin: ForwardOrigin | None = None
+    forward_captured: bool = False
+    hidden_parameters: tuple[str, ...] = ()
+    regions: tuple[HiddenRegion, ...] = ()
 
     @property
     def absorbed(self) -> bool:
-        """True when non-finite gradients appeared on the way but no parameter received one (a ReLU or a mask zeroed them)."""
-        return not self.nonfinite_parameters
+        """True when non-finite gradients appeared on the way but neither a parameter nor a root holds one (a ReLU or a mask zeroed them)."""
+        return not self.nonfinite_parameters and not self.nonfinite_roots
 
     def verdict(self) -> str:
         """The first line of the text: whether the parameters received non-finite gradients, or all were absorbed."""
+        if self.nonfinite_roots and not self.nonfinite_parameters:
+            roots = ", ".join(name for name, _ in self.nonfinite_roots)
+            return f"the loss is not finite ({roots}) though every parameter's gradient is finite ({_some(self.finite_parameters)})"
         if self.absorbed:
             return (
                 "absorbed: a non-finite gradient appeared on the way and was absorbed before the parameters; "
@@ -183,31 +214,56 @@ class NonfiniteReport:
         return f"parameters received non-finite gradients: {_some(self.nonfinite_parameters)}"
 
     @property
-    def first(self) -> NonfiniteOrigin:
-        """The origin the engine ran first."""
-        return self.origins[0]
+    def first(self) -> NonfiniteOrigin | None:
+        """The origin the engine ran first; ``None`` when every gradient was finite (only a root is not)."""
+        return self.origins[0] if self.origins else None
 
     def to_text(self) -> str:
         """The report as readable text; ``str(report)`` gives the same."""
         lines: list[str] = [self.verdict()]
         first = self.first
-        lines.append(
-            f"non-finite gradient: first at {_label(first)}, node {first.exec_order} of {self.nodes_run} the engine ran"
-        )
-        lines += _origin_lines(first, "  ")
+        if first is None:
+            lines.append(f"backward: every gradient was finite ({self.nodes_run} nodes ran)")
+        else:
+            lines.append(
+                f"non-finite gradient: first at {_label(first)}, node {first.exec_order} of {self.nodes_run} the engine ran"
+            )
+            lines += _origin_lines(first, "  ", traceback=self.forward_origin is None)
         if len(self.origins) > 1:
             lines.append(f"{len(self.origins) - 1} more node(s) went non-finite on their own in the same pass, in execution order:")
             for origin in self.origins[1:]:
                 lines.append(f"  {_label(origin)}, node {origin.exec_order}")
                 lines += _origin_lines(origin, "    ", traceback=False)
+        for name, values in self.nonfinite_roots:
+            lines.append(f"root {name!r} is not finite: {values.describe()}")
+        lines += self._forward_lines()
+        if self.hidden_parameters:
+            lines.append(
+                f"{len(self.hidden_parameters)} parameter(s) got a non-finite .grad by a path the graph does not show: "
+                + _some(self.hidden_parameters)
+            )
+        for region in self.regions:
+            owned = f"; it hid the path to {_some(region.parameters)}" if region.parameters else ""
+            lines.append(f"opaque region on the path: {region.describe()}{owned}")
         return "\n".join(lines)
+
+    def _forward_lines(self) -> list[str]:
+        if self.forward_origin is not None:
+            return self.forward_origin.to_lines()
+        if self.forward_captured:
+            return ["forward: every op's result was finite (captured by gradexport.tools.capture_source)"]
+        return [
+            "forward origin: not captured; run the forward inside gradexport.tools.capture_source() (gradexport check"
+            " FILE:FN does) to find the op that first made a NaN or Inf, with its inputs and line"
+        ]
 
     def __str__(self) -> str:
         return self.to_text()
 
     def __repr__(self) -> str:
         """One line: the verdict, the first origin and how many there are (not the dataclass's fields)."""
-        return f"NonfiniteReport({self.verdict()}; first at {_label(self.first)}; {len(self.origins)} origin(s))"
+        first = "" if self.first is None else f"; first at {_label(self.first)}"
+        return f"NonfiniteReport({self.verdict()}{first}; {len(self.origins)} origin(s))"
 
     def _repr_html_(self) -> str:
         """The report for Jupyter: the verdict, a table of the origins, and the full text (names escaped).
@@ -256,7 +312,10 @@ def find_nonfinite(
             names each node's module.
 
     Returns:
-        ``None`` when every gradient of the pass was finite, else the report.
+        ``None`` when every gradient of the pass and every root was finite,
+        else the report. With the forward run inside
+        `gradexport.tools.capture_source`, the report's ``forward_origin`` is the
+        first op whose result held NaN or Inf.
 
     Examples:
         >>> import torch
@@ -294,13 +353,15 @@ def _find(
         if bad:
             sent[node_id] = bad
 
+    named = _named_leaves(params, module)
+    already = {id(tensor) for _, tensor in named if _is_nonfinite(tensor.grad)}
     try:
         order = record_flow(result, starts, pre=before, post=after, values_up_to=0)
     except RuntimeError as error:
-        named = in_place_error(result, started, error)
-        if named is None:
+        named_error = in_place_error(result, started, error)
+        if named_error is None:
             raise
-        raise named from error
+        raise named_error from error
     nodes = {node_id: node for node, node_id in result.ids.items()}
     origins = []
     for node_id in order:
@@ -308,10 +369,20 @@ def _find(
         if found is not None:
             cause, gradients = found
             origins.append((node_id, cause, gradients))
-    if not origins:
-        return None, len(order)
+    bad_roots = tuple(
+        (root.name, nonfinite_values(root.tensor)) for root in result.roots if root.tensor is not None and _is_nonfinite(root.tensor)
+    )
     _mark(graph, order, received, sent, [node_id for node_id, _, _ in origins])
     leaves = [(node_id, data) for node_id, data in graph.nodes(data=True) if data["kind"] == "leaf" and "exec_order" in data]
+    in_graph = _leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") == "reached")
+    hidden = tuple(
+        name
+        for name, tensor in named
+        if id(tensor) not in already and name not in in_graph and _is_nonfinite(tensor.grad)
+    )
+    if not origins and not bad_roots and not hidden:
+        return None, len(order)
+    check = check_of([*(root.node for root in result.roots), *result.ids])
     report = NonfiniteReport(
         origins=tuple(
             NonfiniteOrigin(
@@ -325,15 +396,78 @@ def _find(
                 traceback=_traceback(nodes[node_id]),
                 source=graph.nodes[node_id].get("source"),
                 source_code=graph.nodes[node_id].get("source_code"),
+                region=_region_kind(graph, node_id),
             )
             for node_id, cause, gradients in origins
         ),
         graph=graph,
         nodes_run=len(order),
-        nonfinite_parameters=_leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") == "reached"),
+        nonfinite_parameters=in_graph + hidden,
         finite_parameters=_leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") != "reached"),
+        nonfinite_roots=bad_roots,
+        forward_origin=None if check is None or check.origin is None else _named_origin(check.origin, result, named, module),
+        forward_captured=check is not None,
+        hidden_parameters=hidden,
+        regions=_regions(graph, order, received, sent, hidden),
     )
     return report, len(order)
+
+
+def _named_leaves(params: Params | None, module: torch.nn.Module | None) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter named by ``module`` and ``params`` (each tensor once, by its first name)."""
+    pairs: list[tuple[str, torch.Tensor]] = []
+    seen: set[int] = set()
+    for name, tensor in [*(module.named_parameters() if module is not None else ()), *(param_pairs(params, "find_nonfinite") if params is not None else ())]:
+        if isinstance(tensor, torch.Tensor) and tensor.requires_grad and id(tensor) not in seen:
+            seen.add(id(tensor))
+            pairs.append((name, tensor))
+    return pairs
+
+
+def _region_kind(graph: nx.MultiDiGraph, node_id: str) -> str | None:
+    special = graph.nodes[node_id].get("special")
+    return special if special in _REGION_TEXT else None
+
+
+def _regions(
+    graph: nx.MultiDiGraph,
+    order: list[str],
+    received: dict[str, dict[int, NonfiniteGradient]],
+    sent: dict[str, dict[int, NonfiniteGradient]],
+    hidden: tuple[str, ...],
+) -> tuple[HiddenRegion, ...]:
+    """The opaque regions that ran and touched a non-finite gradient (or could have hidden the path to ``hidden``)."""
+    ran = [node_id for node_id in order if _region_kind(graph, node_id) is not None]
+    touched = [node_id for node_id in ran if node_id in received or node_id in sent]
+    suspects = touched or (ran if hidden else [])
+    return tuple(
+        HiddenRegion(
+            node=node_id,
+            op=graph.nodes[node_id]["op"],
+            kind=graph.nodes[node_id]["special"],
+            source=graph.nodes[node_id].get("source"),
+            parameters=hidden if len(suspects) == 1 else (),
+        )
+        for node_id in suspects
+    )
+
+
+def _named_origin(
+    origin: ForwardOrigin, result: Trace, named: list[tuple[str, torch.Tensor]], module: torch.nn.Module | None
+) -> ForwardOrigin:
+    """The forward origin with its module's qualified name, its node's graph id and its parameters' names."""
+    names = {id(tensor): name for name, tensor in named}
+    module_name = None
+    if module is not None and origin.module_object is not None:
+        module_name = qualified_names(module).get(id(origin.module_object))
+    return replace(
+        origin,
+        module=module_name,
+        node=result.ids.get(origin.grad_fn) if origin.grad_fn is not None else None,
+        inputs=tuple(
+            replace(item, name=names.get(id(item.leaf))) if item.leaf is not None else item for item in origin.inputs
+        ),
+    )
 
 
 def _leaf_names(leaves: Iterable[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
@@ -350,7 +484,7 @@ def check_command(
 ) -> tuple[int, str]:
     """What ``gradexport check`` prints and exits with: ``(0, one line)`` when all is finite, else the report.
 
-    The status is 1 when a parameter received a non-finite gradient; when
+    The status is 1 when a root (the loss) is not finite or a parameter received a non-finite gradient; when
     every non-finite gradient was absorbed on the way (the parameters' are
     finite) it is 0, or 1 with ``strict=True``.
 
@@ -399,27 +533,7 @@ def _nonfinite_slots(grads: tuple[torch.Tensor | None, ...]) -> dict[int, Nonfin
 
 
 def _summary(slot: int, grad: torch.Tensor) -> NonfiniteGradient:
-    grad = grad.detach()
-    if grad.layout != torch.strided:
-        grad = grad.to_dense()
-    bad = ~torch.isfinite(grad)
-    nan = int(torch.isnan(grad).sum())
-    low = high = None
-    if not grad.is_complex():
-        numbers = grad[~torch.isnan(grad)]
-        if numbers.numel():
-            low, high = float(numbers.min()), float(numbers.max())
-    return NonfiniteGradient(
-        slot=slot,
-        edges=(),
-        shape=tuple(grad.shape),
-        dtype=type_name(grad.dtype),
-        nan=nan,
-        inf=int(bad.sum()) - nan,
-        min=low,
-        max=high,
-        indices=tuple(tuple(index) for index in bad.nonzero()[:MAX_INDICES].tolist()),
-    )
+    return NonfiniteGradient(**nonfinite_values(grad).__dict__, slot=slot)
 
 
 def _with_edges(gradient: NonfiniteGradient, edges: list[tuple[str, str, int]]) -> NonfiniteGradient:
@@ -527,6 +641,8 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
         lines.append(f"{indent}(a non-finite grad_outputs, a sum that overflowed, or a tensor hook):")
         for gradient in origin.gradients:
             lines.append(f"{indent}  in[{gradient.slot}]  {gradient.describe()}")
+    if origin.region is not None:
+        lines.append(f"{indent}the value went non-finite somewhere inside it: it is {_REGION_TEXT[origin.region]}")
     if origin.parameters:
         lines.append(f"{indent}reaches the parameters: {', '.join(map(printable, origin.parameters))}")
     if origin.source is not None:

@@ -60,6 +60,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
+from ..core.extras import import_extra
 from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
@@ -217,6 +218,7 @@ class Watch(AbstractContextManager["Watch"]):
             self.path = _rank_path(Path(self._path), self.rank) if self.ranks == "each" and self.world_size > 1 else Path(self._path)
             self._file = WatchFile(self.path, self.header, fsync=self.fsync)
         if self._tensorboard is not None and writes:
+            import_extra("tensorboard", "tensorboard", "gradexport.watch(tensorboard=...)")
             from torch.utils.tensorboard import SummaryWriter
 
             self._board = SummaryWriter(log_dir=str(self._tensorboard))
@@ -264,7 +266,8 @@ class Watch(AbstractContextManager["Watch"]):
         if not self.recording:
             return
         hooked = False
-        for tensor in tensor_leaves(output):
+        # Most modules return one tensor: skip pytree's walk for it.
+        for tensor in (output,) if isinstance(output, torch.Tensor) else tensor_leaves(output):
             if tensor.requires_grad:
                 tensor.register_hook(partial(self._on_output_grad, index))
                 hooked = True
@@ -347,7 +350,9 @@ class Watch(AbstractContextManager["Watch"]):
         18 tensors (one thread): ``_foreach_norm`` 0.08 ms for the 2-norm but
         1.75 ms for the inf-norm, so the largest ``|g|`` comes from ``aminmax``
         (0.2 ms); ``clone()`` of the parameters 1.35 ms against 0.065 ms for a
-        ``_foreach_copy_`` into buffers kept between steps.
+        ``_foreach_copy_`` into buffers kept between steps. The 1-norm comes from
+        ``abs().sum()`` per tensor: ``_foreach_norm`` takes a slow path for it too
+        (figures in docs/performance.md).
         """
         present = self._present()
         with torch.no_grad():
@@ -356,7 +361,7 @@ class Watch(AbstractContextManager["Watch"]):
             tensors: list[torch.Tensor] = []
             if grads:
                 tensors += foreach_norm(grads) + [low for low, _ in extremes] + [high for _, high in extremes]
-                tensors += [grad.mean() for grad in grads] + foreach_norm(grads, 1.0)
+                tensors += [grad.mean() for grad in grads] + [grad.abs().sum() for grad in grads]
             weights = []
             if self.optimizer is not None and grads:
                 weights = [self._params[index][1].detach() for index in present]

@@ -54,6 +54,7 @@ from typing import Any, NamedTuple, cast
 import networkx as nx
 
 from ..core.errors import ArgumentKeyError, GraphFormatError, OutputError, file_error
+from ..core.extras import import_extra
 
 # The keyword that names the edges' key of node_link_data: networkx 3.4 renamed `link` to `edges`
 # (the old name warns there); 3.2 and 3.3, which pyproject.toml allows, know only `link`.
@@ -303,6 +304,7 @@ class WatchHistory:
         Tags: ``grad_norm/module/NAME`` (``NAME`` is ``model`` for the model itself),
         ``grad/STAT/PARAM`` for each parameter statistic. Returns the folder.
         """
+        import_extra("tensorboard", "tensorboard", "WatchHistory.to_tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(log_dir=str(logdir))

@@ -33,6 +33,7 @@ GradexportError
 ├── UnreadableFileError (OSError): a file that is there but cannot be read (a folder, no permission)
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
 ├── ModelExplorerNotInstalledError (ImportError): the explorer extra is missing
+├── ExtraNotInstalledError (ImportError): a feature's extra (plot, tensorboard) is missing
 └── ExampleError: a build-time example block (MkDocs, Sphinx, render-md) raised, ran too long or ended its process
 GradexportWarning (UserWarning)
 ├── OptionWarning: an option that changes nothing for this graph
@@ -65,6 +66,7 @@ __all__ = [
     "BlockSyntaxError",
     "DeepGraphWarning",
     "ExampleError",
+    "ExtraNotInstalledError",
     "GradexportDeprecationWarning",
     "GradexportError",
     "GradexportWarning",
@@ -252,6 +254,10 @@ class ServerError(GradexportError, OSError):
 
 class ModelExplorerNotInstalledError(GradexportError, ImportError):
     """Model Explorer (the ``ai-edge-model-explorer`` package) is not installed."""
+
+
+class ExtraNotInstalledError(GradexportError, ImportError):
+    """A feature needs a package of one of gradexport's extras, and it is not installed; the message names the extra."""
 
 
 class ExampleError(GradexportError):

@@ -234,7 +234,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: s
         pairs += module.named_parameters(remove_duplicate=False)
         pairs += module.named_buffers(remove_duplicate=False)
     if params is not None:
-        pairs += _param_pairs(params, caller)
+        pairs += param_pairs(params, caller)
     for name, tensor in pairs:
         if not isinstance(tensor, torch.Tensor):
             raise ArgumentTypeError(f"{caller}: params[{name!r}] is {described_type(tensor)}, not a tensor")
@@ -244,7 +244,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: s
     return names
 
 
-def _param_pairs(params: Params, caller: str) -> list[tuple[str, Any]]:
+def param_pairs(params: Params, caller: str) -> list[tuple[str, Any]]:
     """``params`` as (name, tensor) pairs, or a one-line TypeError saying what params accepts."""
     accepts = "params takes a mapping of names to tensors or (name, tensor) pairs, as model.named_parameters() gives"
     if isinstance(params, Mapping):

@@ -27,6 +27,10 @@ once; a custom Function's node when its output is used inside the block).
 While Dynamo traces (``is_compiling()``), the mode only calls
 the op, so a function compiles into the same graphs with and without it.
 
+The mode also checks each floating-point result for NaN and Inf, until the
+first one that holds some: `gradexport.tracing.forward_values` keeps that
+call, its line and its inputs, for `gradexport.find_nonfinite`.
+
 `capture_source` and `gradexport.capture_modules` are independent and nest
 in either order: ``with capture_modules(), capture_source():`` gives every
 node both its module and its line.
@@ -58,6 +62,7 @@ from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
 from ._torch import function_codes, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
 
@@ -133,7 +138,7 @@ def _user_frame(frame: FrameType | None) -> FrameType | None:
 class _SourceMode(TorchFunctionMode):
     """The mode behind `capture_source`; one per block, used on the thread that entered it."""
 
-    def __init__(self, stack: bool) -> None:
+    def __init__(self, stack: bool, values: bool = True) -> None:
         super().__init__()
         self.stack = stack
         self.thread = threading.get_ident()
@@ -141,6 +146,10 @@ class _SourceMode(TorchFunctionMode):
         self.last_end = self.begin
         #: Sequence numbers made outside every call: ``[low, high)`` and where.
         self.gaps: list[tuple[int, int, _Where]] = []
+        #: The first call whose result held NaN or Inf (see `gradexport.tracing.forward_values`), kept on the tagged nodes.
+        self.check = ForwardCheck() if values else None
+        #: Results whose Inf was given on purpose (a -inf mask), by id.
+        self.deliberate: Deliberate = {}
 
     def where(self, frame: FrameType | None) -> _Where:
         user = _user_frame(frame)
@@ -171,6 +180,11 @@ class _SourceMode(TorchFunctionMode):
                 self.tag_outputs(result, start, where)
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
+        if self.check is not None and self.check.origin is None:
+            bad = first_nonfinite(result)
+            if bad is not None:
+                line = source_attributes(self.where(frame))
+                self.check.origin = forward_origin(func, args, kwargs, bad, frame, line, self.deliberate)
         return result
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
@@ -248,6 +262,8 @@ class _SourceMode(TorchFunctionMode):
             if SOURCE_KEY in metadata:
                 continue
             metadata[SOURCE_KEY] = found
+            if self.check is not None:
+                metadata[CHECK_KEY] = self.check
             for child, _ in node.next_functions:
                 if child is not None and child not in seen:
                     seen.add(child)
@@ -266,18 +282,25 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 @contextmanager
-def capture_source(*, stack: bool = False) -> Iterator[None]:
+def capture_source(*, stack: bool = False, values: bool = True) -> Iterator[None]:
     """Tag every backward node created inside the block with the user's line that created it.
 
     Args:
         stack: Keep every user frame (innermost first), not only the
             innermost: `gradexport.to_networkx` adds ``source_stack``.
+        values: Check each floating-point result for NaN and Inf until the
+            first (one ``sum`` per result: see `gradexport.tracing.forward_values`);
+            ``False`` leaves the values alone and ``find_nonfinite`` reports no forward origin.
 
     Frames of torch and of gradexport are skipped. Nodes created on another
     thread are not tagged. A custom ``autograd.Function``'s node and a
     ``torch.compile`` region's node get the line that called them (the mode
     causes no graph break: under Dynamo it only calls the op); nodes of a
     checkpointed region keep the lines of the checkpointed function.
+
+    The block also keeps the first call whose floating-point result held a
+    NaN or Inf, with its inputs (see `gradexport.tracing.forward_values`):
+    `gradexport.find_nonfinite` reports it as ``forward_origin``.
 
     Examples:
         >>> import torch, gradexport
@@ -292,8 +315,9 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     if not _depth[0]:
         CUTS.clear()
     _depth[0] += 1
+    mode = _SourceMode(stack, values)
     try:
-        with _SourceMode(stack):
+        with mode:
             yield
     finally:
         _depth[0] -= 1

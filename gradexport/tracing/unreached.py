@@ -57,7 +57,7 @@ from torch.autograd.graph import Node
 from ..core.errors import ArgumentTypeError
 from ..core.reports import printable
 from ._torch import leaf_variable
-from .graph import Params, _param_pairs
+from .graph import Params, param_pairs
 from .lines import CUTS, Cut, source_attributes
 from .modules import CALLS
 from .roots import Roots, collect_roots
@@ -168,7 +168,7 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
             candidates.append((name, parameter, name.rpartition(".")[0]))
             seen.add(id(parameter))
     if params is not None:
-        for name, tensor in _param_pairs(params, "unreached"):
+        for name, tensor in param_pairs(params, "unreached"):
             if id(tensor) not in seen:
                 candidates.append((name, tensor, None))
                 seen.add(id(tensor))

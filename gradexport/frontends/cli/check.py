@@ -13,11 +13,13 @@ from .running import Failure, add_traceback, call_target, no_graph, on_large_sta
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
 
-SUMMARY = "run backward on TARGET's roots; exit 1 saying where a NaN or infinity started"
+SUMMARY = "run backward on TARGET's roots; exit 1 saying where a NaN or infinity started, forward and backward"
 
 DESCRIPTION = (
     "Run backward on a function's roots, watching every node: exit 0 with one line when every gradient is\n"
-    "finite, exit 1 with a report of where the first NaN or infinity started when a parameter received one.\n"
+    "finite, exit 1 with a report of where the first NaN or infinity started when a parameter received one\n"
+    "or a root (the loss) is not finite. The function runs inside gradexport.tools.capture_source, so the report\n"
+    "also names the forward origin: the first op whose result held NaN or Inf, its line and its inputs.\n"
     "A non-finite gradient that was absorbed on the way (every parameter's gradient finite) is reported\n"
     "and exits 0, or 1 with --strict. A saved tensor modified in place is named with its node and module.\n"
     "With --unused: exit 1 naming every trainable parameter the roots do not reach, with its reason\n"
@@ -43,7 +45,7 @@ def _check_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     location, name = args.target
     if args.unused:
         return _unused_work(args, bar)
-    roots, params, module = call_target(args.target, bar)
+    roots, params, module = call_target(args.target, bar, lines=True)
     try:
         status, text = check_command(roots, params=params, module=module, strict=args.strict)
     except RootError as error:

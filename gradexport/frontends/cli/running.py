@@ -219,8 +219,12 @@ def _warning_text(warning: warnings.WarningMessage, user_frame: traceback.FrameS
     # as Python shows them, with their category and the file and line they name. Where that is
     # inside a library (nn.Softmax() without dim names torch's module.py), the user's line is
     # shown instead, and the library's place after the message.
-    if issubclass(warning.category, GradexportWarning) or _inside(warning.filename, _GRADEXPORT_DIR):
+    # A library's warning whose stacklevel lands in gradexport's own frames (capture_source's mode
+    # runs between the user's call and torch) is shown at the user's line, without that place.
+    if issubclass(warning.category, GradexportWarning) or (user_frame is None and _inside(warning.filename, _GRADEXPORT_DIR)):
         return f"{PROG}: warning: {flat(warning.message)}\n"
+    if user_frame is not None and user_frame.lineno is not None and _inside(warning.filename, _GRADEXPORT_DIR):
+        return warnings.formatwarning(warning.message, warning.category, user_frame.filename, user_frame.lineno, user_frame.line)
     if user_frame is not None and user_frame.lineno is not None and _inside(warning.filename, *_LIBRARY_DIRS):
         message = f"{warning.message} (issued at {warning.filename}:{warning.lineno})"
         return warnings.formatwarning(message, warning.category, user_frame.filename, user_frame.lineno, user_frame.line)
