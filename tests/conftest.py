@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from gradexport.tracing._torch import INPUT_METADATA_TORCH, TORCH_VERSION
+
 # The same examples on every run: a property test that fails does so in CI and on a laptop alike.
 # No deadline: hypothesis's 200 ms per example is a timed assertion, and on this shared 2-core
 # machine a loaded run made test_gradient_stats exceed it once.
@@ -27,6 +29,28 @@ def without_graphviz(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tool_missing(reason): a required tool is missing; the test fails (format_fixtures.needs_tool)")
+
+
+#: Docstring examples that replay a backward pass (replay, steps, the step picture, the engine's capture): they need
+#: Node._input_metadata, torch 2.5; on an older torch the functions raise TorchVersionError (tests/test_torch_internals.py).
+REPLAY_DOCTESTS = (
+    "gradexport.backward.replay",
+    "gradexport.backward.replay_record",
+    "gradexport.backward.steps",
+    "gradexport.examples.blog.step_picture",
+    "gradexport.tracing._torch.run_tensor_hooks",
+    "gradexport.tracing._torch.num_inputs",
+    "gradexport.tracing._torch.input_metadata",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if TORCH_VERSION >= INPUT_METADATA_TORCH:
+        return
+    skip = pytest.mark.skip(reason="replays a backward pass: needs Node._input_metadata, torch 2.5")
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.name.startswith(REPLAY_DOCTESTS):
+            item.add_marker(skip)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -13,8 +13,14 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import gradexport
+from gradexport.tracing._torch import TORCH_VERSION
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # Dynamo before torch 2.3 traces into the capture's hooks (torch._utils.is_compiling is not constant-folded there)
+    # and breaks the compiled graph at them; the results stay right, the graphs differ.
+    pytest.mark.skipif(TORCH_VERSION < (2, 3), reason="Dynamo before torch 2.3 breaks its graph at the module-capture hooks"),
+]
 
 
 class WithBreak(nn.Module):

@@ -11,6 +11,7 @@ import networkx as nx
 import pytest
 import torch
 from format_fixtures import needs_dot
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport.errors import OutputError, RenderError
@@ -57,6 +58,7 @@ def test_stem_format_string_and_options_reach_the_graph(tmp_path):
     assert "None" in paths["mermaid"].read_text(encoding="utf-8")
 
 
+@needs_input_metadata
 def test_edge_metadata_is_an_option_of_the_json_from_roots(tmp_path):
     x = torch.ones(2, 3, requires_grad=True)
     loss = (x * 2).sum()

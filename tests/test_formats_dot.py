@@ -22,6 +22,7 @@ from format_fixtures import (
     torch_edges,
 )
 from hypothesis import HealthCheck, example, given, settings
+from torch_versions import needs_input_metadata
 
 import gradexport
 from gradexport.formats import DiagramOptions, dot
@@ -158,6 +159,7 @@ def test_none_slots_drawn_from_the_graph_or_from_none_slots_and_hidden_on_reques
     assert none_edges(dot.to_dot(with_none, DiagramOptions(show_none=False))) == []
 
 
+@needs_input_metadata
 def test_saved_values_and_edge_shapes_on_request():
     x = torch.ones(4, 3, requires_grad=True)
     y = torch.ones(4, 3, requires_grad=True)

@@ -20,6 +20,7 @@ from format_fixtures import (
     torch_edges,
 )
 from hypothesis import HealthCheck, given, settings
+from torch_versions import EDGE_METADATA
 
 import gradexport
 from gradexport.formats import DiagramOptions, MermaidSizeWarning, mermaid
@@ -62,7 +63,7 @@ def test_every_case_and_option_parses_and_draws_torchs_edges():
     ]
     loss, x = unbind_then_add()
     extras = [
-        gradexport.to_mermaid(loss, params={"x": x}, direction="RL", edge_shapes=True, show_saved=True),
+        gradexport.to_mermaid(loss, params={"x": x}, direction="RL", edge_shapes=EDGE_METADATA, show_saved=True),
         mermaid.to_mermaid(grad_graph()),
     ]
     results = parse_mermaid(texts + extras)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import gradexport
 from gradexport.backward.gradient_stats import gradient_summary
 from gradexport.backward.nonfinite import _is_nonfinite
+from gradexport.tracing import _torch
 from gradexport.tracing.graph import trace
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -34,7 +35,7 @@ def same(a: Any, b: Any) -> bool:
 def torch_summary(tensor: torch.Tensor, values_up_to: int) -> dict[str, Any]:
     """What the summary must hold, from torch's reductions on the tensor."""
     real = tensor.numel() > 0
-    low, high = (float(value) for value in torch.aminmax(tensor)) if real else (None, None)
+    low, high = (float(value) for value in _torch.aminmax(tensor)) if real else (None, None)  # torch's min and max
     expected: dict[str, Any] = {
         "shape": list(tensor.shape),
         "dtype": str(tensor.dtype).removeprefix("torch."),

@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch_versions import needs_input_metadata
+
+#: The hand replay sizes each node's gradients from Node._input_metadata, as the page shows it.
+pytestmark = needs_input_metadata
 
 HAND = runpy.run_path(str(Path(__file__).parents[1] / "examples" / "hand_replay.py"))
 hand_backward: Callable[[torch.Tensor], None] = HAND["hand_backward"]

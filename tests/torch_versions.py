@@ -14,5 +14,8 @@ from gradexport.tracing._torch import INPUT_METADATA_TORCH, TORCH_VERSION
 #: replay, steps=True and edge_metadata read Node._input_metadata (torch 2.5).
 needs_input_metadata = pytest.mark.skipif(TORCH_VERSION < INPUT_METADATA_TORCH, reason="replay and edge_metadata read Node._input_metadata, torch 2.5")
 
+#: Whether edge_metadata (edge_shapes in a diagram) can be asked for: a test covers it where it can.
+EDGE_METADATA = TORCH_VERSION >= INPUT_METADATA_TORCH
+
 #: A GradientEdge root (torch 2.2).
 needs_gradient_edge = pytest.mark.skipif(TORCH_VERSION < (2, 2), reason="torch.autograd.graph.GradientEdge arrived in torch 2.2")

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..tracing._torch import aminmax
 from ..tracing.tensors import plain, type_name
 
 __all__ = ["SMALL", "gradient_summary", "small_values"]
@@ -89,7 +90,7 @@ def gradient_summary(tensor: torch.Tensor, *, values_up_to: int = 16) -> dict[st
         # One aminmax instead of min, max, isnan().any() and isinf().any(): min and max
         # propagate NaN, and without NaN an Inf shows in one of them. Measured 10 µs
         # against 48 µs per small gradient, most of record_gradients' cost per edge.
-        least, most = (float(value) for value in torch.aminmax(tensor))
+        least, most = (float(value) for value in aminmax(tensor))
         has_nan = math.isnan(least) or math.isnan(most)
         has_inf = bool(torch.isinf(tensor).any()) if has_nan else math.isinf(least) or math.isinf(most)
         low, high = least, most
