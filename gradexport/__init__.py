@@ -60,6 +60,7 @@ from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOpti
 from .core.version import __version__ as __version__
 from .formats import from_json
 from .frontends.notebook import GraphView, show
+from .tracing.checkpoints import CheckpointRegion, retrace_checkpoint
 from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
 from .tracing.lines import capture_source
 from .tracing.modules import capture_modules
@@ -74,6 +75,7 @@ __all__ = [
     "ArgumentKeyError",
     "ArgumentTypeError",
     "ArgumentValueError",
+    "CheckpointRegion",
     "DeepGraphWarning",
     "DiagramOptions",
     "DiffSummary",
@@ -133,6 +135,7 @@ __all__ = [
     "plot_flow",
     "record_gradients",
     "replay",
+    "retrace_checkpoint",
     "run_with_large_stack",
     "saved_memory",
     "show",

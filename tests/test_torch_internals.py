@@ -491,3 +491,26 @@ def test_post_accumulate_hook_count_reads_the_hooks() -> None:
     assert seen == [x]
     handle.remove()
     assert _torch.post_accumulate_hook_count(x) == 0
+
+
+def test_rerun_checkpoint_recomputes_what_the_reentrant_checkpoint_backward_does() -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    weight = torch.randn(3, requires_grad=True)
+    x = torch.randn(3, requires_grad=True)
+    out = checkpoint(lambda t, scale: torch.nn.functional.dropout(t * weight, 0.5) * scale, x, 2.0, use_reentrant=True)
+    node = out.grad_fn
+    assert _torch.is_reentrant_checkpoint(node), changed("CheckpointFunctionBackward._forward_cls", "is not torch.utils.checkpoint.CheckpointFunction")
+    before = torch.get_rng_state()
+    outputs, inputs = _torch.rerun_checkpoint(node)
+    assert torch.equal(torch.get_rng_state(), before), changed("CheckpointFunction's ctx.fwd_cpu_state", "the rerun moved the caller's random state")
+    assert inputs[1] == 2.0 and inputs[0] is not x and torch.equal(inputs[0], x) and inputs[0].requires_grad, changed(
+        "CheckpointFunction's ctx.inputs / tensor_indices / saved_tensors", "the region's arguments are not rebuilt"
+    )
+    assert torch.equal(outputs[0], out), changed("CheckpointFunction's ctx.fwd_cpu_state", "the rerun drew another dropout mask than the forward")
+    (gradient,) = torch.autograd.grad(outputs[0].sum(), weight)
+    out.sum().backward()
+    assert torch.equal(gradient, weight.grad), changed("CheckpointFunction.backward", "its recomputation differs from the rerun")
+    with pytest.raises(RuntimeError) as freed:
+        _torch.rerun_checkpoint(node)
+    assert _torch.saved_read_failure(freed.value) == "freed", changed("CheckpointFunction's ctx.saved_tensors", "reading them after backward raised another error")

@@ -41,6 +41,13 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``torch._C._autograd._get_current_graph_task_keep_graph()``, which that
   region's backward reads to refuse running while the graph is kept
   (`donates_saved_buffers`, `apply_with_graph_freed`).
+* The ``ctx`` of ``torch.utils.checkpoint.CheckpointFunction`` (a reentrant
+  checkpoint's node): ``run_function``, ``inputs``, ``tensor_indices``,
+  ``saved_tensors``, ``preserve_rng_state``, ``fwd_cpu_state`` and the autocast
+  keywords, the same from torch 2.1 to 2.15 but for the device type
+  (``device`` before torch 2.2, ``device_type`` after) and the
+  ``device_type`` keyword of ``set_device_states`` (`is_reentrant_checkpoint`,
+  `rerun_checkpoint`).
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
@@ -60,6 +67,8 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import operator
 import re
 import sys
@@ -203,6 +212,7 @@ __all__ = [
     "is_compiling",
     "is_dynamo_code",
     "is_orphaned_function_node",
+    "is_reentrant_checkpoint",
     "leaf_variable",
     "make_grad",
     "next_sequence_nr",
@@ -213,6 +223,7 @@ __all__ = [
     "raw_saved",
     "read_saved",
     "require_torch",
+    "rerun_checkpoint",
     "run_tensor_hooks",
     "saved_getters",
     "saved_is_hook_packed",
@@ -882,3 +893,63 @@ def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
         [tensor([1., 2.])]
     """
     torch._foreach_copy_(list(targets), list(sources))
+
+
+def is_reentrant_checkpoint(node: Node) -> bool:
+    """Whether ``node`` is the one opaque node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)`` (``CheckpointFunctionBackward``).
+
+    Examples:
+        >>> from torch.utils.checkpoint import checkpoint
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> is_reentrant_checkpoint(checkpoint(torch.sin, x, use_reentrant=True).grad_fn), is_reentrant_checkpoint((x * 2).grad_fn)
+        (True, False)
+    """
+    from torch.utils.checkpoint import CheckpointFunction
+
+    return getattr(node, "_forward_cls", None) is CheckpointFunction
+
+
+def rerun_checkpoint(node: Node) -> tuple[tuple[torch.Tensor, ...], tuple[Any, ...]]:
+    """Run a reentrant checkpoint's function again, as its backward does, and return ``(outputs, inputs)``.
+
+    ``CheckpointFunction.backward`` recomputes the region under
+    ``enable_grad`` on detached copies of its saved inputs, with the random
+    state and autocast of the forward; this does the same and stops before
+    the nested backward. The outputs' ``grad_fn`` graph is the region's
+    contents, reaching the parameters used inside; the inputs are the
+    detached copies (non-tensor arguments as they were). The user's RNG state
+    is left as it was.
+
+    Raises:
+        RuntimeError: as torch does when the saved inputs were freed (after ``backward()``).
+
+    Examples:
+        >>> from torch.utils.checkpoint import checkpoint
+        >>> weight = torch.ones(2, requires_grad=True)
+        >>> out = checkpoint(lambda t: (t * weight).exp(), torch.ones(2, requires_grad=True), use_reentrant=True)
+        >>> outputs, inputs = rerun_checkpoint(out.grad_fn)
+        >>> outputs[0].grad_fn.name(), outputs[0].grad_fn.next_functions[0][0].next_functions[1][0].variable is weight
+        ('ExpBackward0', True)
+    """
+    from torch.utils.checkpoint import detach_variable
+
+    ctx: Any = node
+    arguments = list(ctx.inputs)
+    for index, tensor in zip(ctx.tensor_indices, ctx.saved_tensors, strict=True):
+        arguments[index] = tensor
+    devices = ctx.fwd_devices if ctx.preserve_rng_state and ctx.had_device_in_fwd else []
+    device_type = ctx.device_type if hasattr(ctx, "device_type") else ctx.device
+    device_autocast = ctx.device_autocast_kwargs or {"enabled": False}
+    with torch.random.fork_rng(devices=devices, enabled=ctx.preserve_rng_state, device_type=device_type):
+        if ctx.preserve_rng_state:
+            torch.set_rng_state(ctx.fwd_cpu_state)
+            if ctx.had_device_in_fwd:
+                from torch.utils.checkpoint import set_device_states
+
+                keywords = {"device_type": device_type} if "device_type" in inspect.signature(set_device_states).parameters else {}
+                set_device_states(ctx.fwd_devices, ctx.fwd_device_states, **keywords)
+        detached = detach_variable(tuple(arguments))
+        device_context: Any = torch.autocast(device_type, **device_autocast) if device_type != "cpu" else contextlib.nullcontext()
+        with torch.enable_grad(), device_context, torch.autocast("cpu", **ctx.cpu_autocast_kwargs):
+            outputs = ctx.run_function(*detached)
+    return (tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)), detached

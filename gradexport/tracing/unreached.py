@@ -26,15 +26,30 @@ none), to say why. The reasons, in the order they are tried (`REASONS`):
 ``"unused_in_forward"``
     Its module ran with gradients on but its output does not depend on it.
 ``"behind_checkpoint"``
-    The roots' graph holds a reentrant checkpoint (``use_reentrant=True``),
-    whose one node hides the parameters used inside: backward, which
-    recomputes the region, may still reach it. Every other reason agrees
-    with ``.grad is None`` after ``backward()``; this one is a doubt.
+    The roots' graph holds a reentrant checkpoint (``use_reentrant=True``)
+    whose region could not be re-traced (see below) because ``backward()``
+    freed its saved inputs: backward, which recomputes the region, may have
+    reached it. Every other reason agrees with ``.grad is None`` after
+    ``backward()``; this one is a doubt, gone when `unreached` runs before
+    ``backward()``.
 ``"unknown"``
     The forward was not captured: run it inside `gradexport.capture_modules`
     (and `gradexport.capture_source` for the lines).
 
 Parameters with ``requires_grad=False`` are listed apart (`UnreachedReport.frozen`).
+
+A reentrant checkpoint (``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)``)
+is one opaque ``CheckpointFunctionBackward`` node: the parameters used inside
+are not in the graph, and backward reaches them only by running the region
+again. `unreached` does what that backward does: it runs the checkpointed
+function once more under ``enable_grad`` on detached copies of its saved
+inputs, with the forward's random state (see
+`gradexport.retrace_checkpoint`), and walks the graph
+that makes. A parameter found there is reached, and named in
+`UnreachedReport.through_checkpoint`. That costs one more forward of each
+region, with its activations held until `unreached` returns, and repeats
+the region's side effects, as backward will (a ``BatchNorm`` in training
+mode updates its running statistics once more).
 
 Examples:
     >>> import torch, gradexport
@@ -55,7 +70,8 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError
-from ._torch import leaf_variable
+from ._torch import is_reentrant_checkpoint, leaf_variable
+from .checkpoints import Regions
 from .graph import Params, _param_pairs
 from .lines import CUTS, Cut, source_attributes
 from .modules import CALLS
@@ -115,16 +131,21 @@ class UnreachedReport:
         unreached: Every tensor requiring grad that no root reaches, in ``named_parameters`` order.
         frozen: The names of the parameters with ``requires_grad=False``.
         reached: How many tensors requiring grad the roots reach.
+        through_checkpoint: The names of those reached only through a
+            reentrant checkpoint's region, found by re-tracing it.
     """
 
     unreached: tuple[Unreached, ...]
     frozen: tuple[str, ...]
     reached: int
+    through_checkpoint: tuple[str, ...] = ()
 
     def to_text(self) -> str:
         """The report as readable text; ``str(report)`` gives the same."""
         if not self.unreached:
             lines = [f"all {self.reached} trainable parameter(s) are reached by the roots"]
+            if self.through_checkpoint:
+                lines[0] += f" ({len(self.through_checkpoint)} through a reentrant checkpoint, re-traced)"
         else:
             lines = [f"{len(self.unreached)} trainable parameter(s) get no gradient from the roots:"]
             lines += [f"  {record.describe()}" for record in self.unreached]
@@ -171,28 +192,34 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
             if id(tensor) not in seen:
                 candidates.append((name, tensor, None))
                 seen.add(id(tensor))
-    opaque: set[str] = set()
-    reached_ids = _leaves((root.node for root in collect_roots(roots, caller="unreached")), opaque)
+    regions = Regions()
+    root_nodes = [root.node for root in collect_roots(roots, caller="unreached")]
+    reached_ids = _leaves(root_nodes, regions)
+    direct_ids = _leaves(root_nodes) if regions.opened else reached_ids
     frozen = tuple(name for name, tensor, _ in candidates if not tensor.requires_grad)
     found: list[Unreached] = []
+    through: list[str] = []
     reached = 0
-    explain = _Explainer(module)
+    explain = _Explainer(module, regions)
     for name, tensor, owner in candidates:
         if not tensor.requires_grad:
             continue
         if id(tensor) in reached_ids:
             reached += 1
+            if id(tensor) not in direct_ids:
+                through.append(name)
             continue
         record = explain(name, tensor, owner)
-        if "CheckpointFunctionBackward" in opaque and record.reason != "module_not_called":
+        if regions.closed and record.reason != "module_not_called":
             record = Unreached(name, owner, "behind_checkpoint")
         found.append(record)
-    return UnreachedReport(tuple(found), frozen, reached)
+    return UnreachedReport(tuple(found), frozen, reached, tuple(through))
 
 
 class _Explainer:
-    def __init__(self, model: torch.nn.Module | None) -> None:
+    def __init__(self, model: torch.nn.Module | None, regions: Regions) -> None:
         self.model = model
+        self.regions = regions
         self.cut_leaves: dict[int, set[int]] = {}
         self.call_leaves: dict[int, set[int]] = {}
 
@@ -223,7 +250,7 @@ class _Explainer:
                 return cut
             leaves = self.cut_leaves.get(index)
             if leaves is None:
-                leaves = self.cut_leaves[index] = _leaves(cut.inputs)
+                leaves = self.cut_leaves[index] = _leaves(cut.inputs, self.regions)
             if id(tensor) in leaves:
                 return cut
         return None
@@ -231,14 +258,14 @@ class _Explainer:
     def reached_by(self, nodes: tuple[Node, ...], key: int) -> set[int]:
         leaves = self.call_leaves.get(key)
         if leaves is None:
-            leaves = self.call_leaves[key] = _leaves(nodes)
+            leaves = self.call_leaves[key] = _leaves(nodes, self.regions)
         return leaves
 
 
-def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
+def _leaves(nodes: Iterable[Node], regions: Regions | None = None) -> set[int]:
     """``id`` of every leaf tensor whose AccumulateGrad node the nodes reach (each node visited once).
 
-    With ``ops``, the type names of the nodes passed are added to it.
+    With ``regions``, a reentrant checkpoint's node leads on into its re-traced region.
     """
     stack = list(nodes)
     # The nodes themselves, not their ids: older torch (2.1) keeps a Node's Python wrapper only while
@@ -247,12 +274,13 @@ def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
     found: set[int] = set()
     while stack:
         node = stack.pop()
-        if ops is not None:
-            ops.add(type(node).__name__)
         if type(node).__name__ == "AccumulateGrad":
             found.add(id(leaf_variable(node)))
             continue
-        for child, _ in node.next_functions:
+        following = [child for child, _ in node.next_functions]
+        if regions is not None and is_reentrant_checkpoint(node):
+            following += regions.open(node)
+        for child in following:
             if child is not None and child not in seen:
                 seen.add(child)
                 stack.append(child)
