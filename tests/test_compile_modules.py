@@ -85,3 +85,24 @@ def test_a_compiled_submodule_is_attributed_to_its_own_path() -> None:
     assert modules["CompiledFunctionBackward"] == "block"
     assert modules["AddmmBackward0"] == "stem"
     assert modules["SumBackward0"] == ""
+
+
+def test_the_capture_raises_no_torch_warning_on_a_compiled_module() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), backend="aot_eager")
+    inputs = torch.randn(2, 4)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    try:
+        with pytest.warns(UserWarning, match=gradexport.tracing._torch.COMPILED_GLOBAL_HOOKS_WARNING):
+            compiled(inputs)  # torch's warning, for a global hook of the user's: still shown under a capture
+        with pytest.warns(UserWarning, match="global hooks"), gradexport.capture_modules():
+            compiled(inputs)
+    finally:
+        handle.remove()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gradexport.capture_modules():
+            loss = compiled(inputs).sum()
+        compiled(inputs)  # outside the block, nothing is silenced and nothing warns
+    graph = gradexport.to_networkx(loss, module=compiled)
+    assert {data.get("module") for _, data in graph.nodes(data=True) if data.get("op") == "CompiledFunctionBackward"} == {""}

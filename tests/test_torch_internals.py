@@ -514,3 +514,31 @@ def test_rerun_checkpoint_recomputes_what_the_reentrant_checkpoint_backward_does
     with pytest.raises(RuntimeError) as freed:
         _torch.rerun_checkpoint(node)
     assert _torch.saved_read_failure(freed.value) == "freed", changed("CheckpointFunction's ctx.saved_tensors", "reading them after backward raised another error")
+
+
+def test_forward_hooks_are_listed_once_per_call_so_a_hook_removed_by_an_earlier_one_still_runs() -> None:
+    layer = torch.nn.Linear(2, 2)
+    ran: list[str] = []
+    later = layer.register_forward_hook(lambda module, args, output: ran.append("later"))
+    assert _torch.forward_hook_count(layer) == 1, changed("Module._forward_hooks", "does not hold the module's forward hooks")
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: later.remove())
+    assert _torch.has_global_module_hooks(), changed("torch.nn.modules.module._global_forward_hooks", "a global hook is not there")
+    try:
+        layer(torch.ones(1, 2))
+        layer(torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert not _torch.has_global_module_hooks()
+    # capture_modules removes its closing hook from a global hook that runs before it, and relies on this.
+    assert ran == ["later"], changed("Module._call_impl", "the hooks to run are no longer listed before the first runs")
+
+
+@pytest.mark.skipif(_torch.TORCH_VERSION < (2, 2), reason="torch.compile(module) warns about global hooks from torch 2.2")
+def test_compiled_module_warning_text_is_what_the_capture_silences() -> None:
+    compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    try:
+        with pytest.warns(UserWarning, match=_torch.COMPILED_GLOBAL_HOOKS_WARNING):
+            compiled(torch.ones(1, 2))
+    finally:
+        handle.remove()

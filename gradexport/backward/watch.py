@@ -60,6 +60,7 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
+from ..core.reports import module_label
 from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
@@ -421,8 +422,8 @@ class Watch(AbstractContextManager["Watch"]):
                 self._traced_calls = calls
             return
         if calls and calls != self._traced_calls:
-            names = [self._modules[index][0] or "(model)" for index in calls]
-            before = [self._modules[index][0] or "(model)" for index in self._traced_calls]
+            names = [module_label(self._modules[index][0]) for index in calls]
+            before = [module_label(self._modules[index][0]) for index in self._traced_calls]
             reason = f"step {self.step_index} called {len(names)} modules {names[:8]}, the traced step {len(before)} {before[:8]}"
             warnings.warn(
                 f"watch: the model's structure changed ({reason}); its graph is traced again at the next recorded step",

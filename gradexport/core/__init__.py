@@ -10,7 +10,8 @@
 - `gradexport.core.limits`: the sizes the consumers (mermaid.js) accept;
 - `gradexport.core.errors`: every exception and warning, one tree under
   `gradexport.GradexportError`;
-- `gradexport.core.reports`: the escaped HTML that report objects show in a notebook.
+- `gradexport.core.reports`: the escaped HTML that report objects show in a notebook,
+  and how reports name a module (`MODEL_LABEL` for the model itself);
 - `gradexport.core.temporaries`: the temporary files and folders a signal
   handler removes before the process exits.
 

@@ -48,6 +48,14 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   (``device`` before torch 2.2, ``device_type`` after) and the
   ``device_type`` keyword of ``set_device_states`` (`is_reentrant_checkpoint`,
   `rerun_checkpoint`).
+* ``Module._forward_hooks``, and ``Module._call_impl`` taking the list of
+  forward hooks to run (the global ones, then the module's) once, before the
+  first runs: a hook that one of them removes still runs for that call
+  (`forward_hook_count`).
+* ``torch.nn.modules.module._global_forward_hooks`` and its siblings, and the
+  wording of the warning ``OptimizedModule.__call__`` issues (torch 2.2 and
+  later) when any global module hook is registered
+  (`has_global_module_hooks`, `COMPILED_GLOBAL_HOOKS_WARNING`).
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
@@ -187,6 +195,7 @@ def require_torch(needed: tuple[int, int], feature: str) -> None:
 
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
+    "COMPILED_GLOBAL_HOOKS_WARNING",
     "FREED_TEXTS",
     "INPUT_METADATA_TORCH",
     "SAVED_HOOKS_VISIBLE",
@@ -204,9 +213,11 @@ __all__ = [
     "foreach_copy_",
     "foreach_norm",
     "foreach_sub_",
+    "forward_hook_count",
     "function_codes",
     "function_saved_tensors",
     "gradient_edge",
+    "has_global_module_hooks",
     "in_place_versions",
     "input_metadata",
     "is_compiling",
@@ -953,3 +964,37 @@ def rerun_checkpoint(node: Node) -> tuple[tuple[torch.Tensor, ...], tuple[Any, .
         with torch.enable_grad(), device_context, torch.autocast("cpu", **ctx.cpu_autocast_kwargs):
             outputs = ctx.run_function(*detached)
     return (tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)), detached
+
+
+def forward_hook_count(module: torch.nn.Module) -> int:
+    """How many ``register_forward_hook`` hooks ``module`` holds of its own (``module._forward_hooks``; global hooks not counted).
+
+    Examples:
+        >>> layer = torch.nn.Linear(2, 2)
+        >>> _ = layer.register_forward_hook(lambda module, args, output: None)
+        >>> forward_hook_count(layer)
+        1
+    """
+    return len(module._forward_hooks)
+
+
+#: The start of the warning (a regular expression for ``warnings.filterwarnings``) that
+#: ``torch.compile(module)``'s wrapper issues on every call while a global module hook is registered.
+COMPILED_GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+
+_GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+def has_global_module_hooks() -> bool:
+    """Whether any global module hook (``register_module_forward_hook`` and its siblings) is registered.
+
+    Examples:
+        >>> has_global_module_hooks()
+        False
+        >>> handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+        >>> has_global_module_hooks()
+        True
+        >>> handle.remove()
+    """
+    module = torch.nn.modules.module
+    return any(getattr(module, name, None) for name in _GLOBAL_MODULE_HOOKS)

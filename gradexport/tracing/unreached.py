@@ -70,6 +70,7 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError
+from ..core.reports import module_label
 from ._torch import is_reentrant_checkpoint, leaf_variable
 from .checkpoints import Regions
 from .graph import Params, _param_pairs
@@ -114,7 +115,7 @@ class Unreached:
 
     def describe(self) -> str:
         """One line: name, module, reason, and where."""
-        owner = "" if self.module is None else f" (module {self.module or '(model)'})"
+        owner = "" if self.module is None else f" (module {module_label(self.module)})"
         text = f"{self.name}{owner}: {REASONS[self.reason]}"
         if self.op is not None:
             text += f" [{self.op}]"
