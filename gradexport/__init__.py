@@ -19,7 +19,7 @@ from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
 from .analysis.watch_plot import plot_flow
 from .api.diff import diff
-from .api.distributed import compare_ranks
+from .api.distributed import DivergentParameter, RankDiffs, compare_ranks
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, watch_node_data, write
 from .backward.nonfinite import NonfiniteReport, find_nonfinite
 from .backward.record_gradients import record_gradients
@@ -79,6 +79,7 @@ __all__ = [
     "DeepGraphWarning",
     "DiagramOptions",
     "DiffSummary",
+    "DivergentParameter",
     "ExampleError",
     "ExportOptions",
     "FoldOptions",
@@ -97,6 +98,7 @@ __all__ = [
     "NonfiniteReport",
     "OptionWarning",
     "OutputError",
+    "RankDiffs",
     "RenderError",
     "RenderOptions",
     "RenderTimeoutError",

@@ -61,7 +61,7 @@ from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
 from ..core.reports import module_label
-from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
@@ -453,9 +453,15 @@ class Watch(AbstractContextManager["Watch"]):
 
 
 def _floats(tensors: list[torch.Tensor]) -> list[float]:
-    """0-d tensors as Python floats, in one device-to-host transfer."""
+    """0-d tensors as Python floats, in one device-to-host transfer.
+
+    A statistic of an FSDP2 gradient (a sharded ``DTensor``) is a partial
+    value per rank: it is reduced first (a collective per value, so every
+    rank must step), and the history holds the whole gradient's statistics.
+    """
     if not tensors:
         return []
+    tensors = [full_value(tensor) for tensor in tensors]
     first = tensors[0]
     if all(tensor.dtype == first.dtype and tensor.device == first.device for tensor in tensors):
         return [float(value) for value in torch.stack(tensors).tolist()]

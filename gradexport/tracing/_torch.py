@@ -56,6 +56,10 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   wording of the warning ``OptimizedModule.__call__`` issues (torch 2.2 and
   later) when any global module hook is registered
   (`has_global_module_hooks`, `COMPILED_GLOBAL_HOOKS_WARNING`).
+* FSDP2's state on a ``fully_shard`` module (``_get_fsdp_state()``, its
+  ``_fsdp_param_groups``, ``_fsdp_param_group`` before torch 2.9 or so, each
+  group's ``fsdp_params`` with ``sharded_param`` and ``_unsharded_param``)
+  (`fsdp_unsharded`).
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
@@ -214,6 +218,8 @@ __all__ = [
     "foreach_norm",
     "foreach_sub_",
     "forward_hook_count",
+    "fsdp_unsharded",
+    "full_value",
     "function_codes",
     "function_saved_tensors",
     "gradient_edge",
@@ -998,3 +1004,55 @@ def has_global_module_hooks() -> bool:
     """
     module = torch.nn.modules.module
     return any(getattr(module, name, None) for name in _GLOBAL_MODULE_HOOKS)
+
+
+def full_value(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself, or for a ``DTensor`` (FSDP2's parameters and gradients, tensor parallel) its whole value, ``full_tensor()``.
+
+    For a DTensor this is a collective (a partial sum or norm is reduced, a
+    shard gathered): every rank of its mesh must call it, in the same order.
+    ``torch.distributed.tensor`` is looked up only once something imported
+    it, so plain tensors cost a dictionary look-up.
+
+    Examples:
+        >>> full_value(torch.ones(2))
+        tensor([1., 1.])
+    """
+    dtensor_module = sys.modules.get("torch.distributed.tensor")
+    dtensor_type = getattr(dtensor_module, "DTensor", None)
+    if dtensor_type is not None and isinstance(tensor, dtensor_type):
+        return tensor.full_tensor()
+    return tensor
+
+
+def fsdp_unsharded(module: torch.nn.Module) -> dict[int, torch.Tensor]:
+    """``id(sharded parameter) -> unsharded parameter`` for every FSDP2 (``fully_shard``) parameter in ``module``.
+
+    FSDP2 registers the sharded ``DTensor`` on the module and swaps in an
+    unsharded ``nn.Parameter`` for the forward; the autograd graph's
+    ``AccumulateGrad`` holds that one, and FSDP moves its gradient into the
+    sharded parameter's ``.grad`` after backward. After a forward that
+    resharded (``reshard_after_forward``), ``named_parameters()`` gives the
+    sharded ones again, so the graph's leaves are named through this map.
+    Empty for a module without FSDP2, and for parameters not unsharded yet.
+
+    Examples:
+        >>> fsdp_unsharded(torch.nn.Linear(2, 2))
+        {}
+    """
+    found: dict[int, torch.Tensor] = {}
+    for submodule in module.modules():
+        state_of = getattr(submodule, "_get_fsdp_state", None)
+        if state_of is None:
+            continue
+        state = state_of()
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:
+            group = getattr(state, "_fsdp_param_group", None)
+            groups = [] if group is None else [group]
+        for group in groups:
+            for fsdp_param in group.fsdp_params:
+                unsharded = getattr(fsdp_param, "_unsharded_param", None)
+                if unsharded is not None:
+                    found[id(fsdp_param.sharded_param)] = unsharded
+    return found

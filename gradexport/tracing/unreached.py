@@ -37,6 +37,8 @@ none), to say why. The reasons, in the order they are tried (`REASONS`):
     (and `gradexport.capture_source` for the lines).
 
 Parameters with ``requires_grad=False`` are listed apart (`UnreachedReport.frozen`).
+An FSDP2 (``fully_shard``) parameter is checked through the unsharded
+parameter its forward used, which the graph holds in its stead.
 
 A reentrant checkpoint (``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)``)
 is one opaque ``CheckpointFunctionBackward`` node: the parameters used inside
@@ -71,7 +73,7 @@ from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError
 from ..core.reports import module_label
-from ._torch import is_reentrant_checkpoint, leaf_variable
+from ._torch import fsdp_unsharded, is_reentrant_checkpoint, leaf_variable
 from .checkpoints import Regions
 from .graph import Params, _param_pairs
 from .lines import CUTS, Cut, source_attributes
@@ -184,7 +186,9 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
         raise ArgumentTypeError(f"unreached: module must be a torch.nn.Module, got {type(module).__name__}")
     candidates: list[tuple[str, torch.Tensor, str | None]] = []
     seen: set[int] = set()
+    unsharded: dict[int, torch.Tensor] = {}
     if module is not None:
+        unsharded = fsdp_unsharded(module)
         for name, parameter in module.named_parameters():
             candidates.append((name, parameter, name.rpartition(".")[0]))
             seen.add(id(parameter))
@@ -205,6 +209,8 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
     for name, tensor, owner in candidates:
         if not tensor.requires_grad:
             continue
+        # An FSDP2 parameter: the graph holds its unsharded twin (see _torch.fsdp_unsharded).
+        tensor = unsharded.get(id(tensor), tensor)
         if id(tensor) in reached_ids:
             reached += 1
             if id(tensor) not in direct_ids:
