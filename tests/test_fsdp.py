@@ -1,4 +1,4 @@
-"""FSDP2 (``fully_shard``) and DTensor on two CPU processes (gloo, 127.0.0.1): the graph, unreached, find_nonfinite, watch and compare_ranks.
+"""FSDP2 (``fully_shard``) and DTensor tensor parallelism on two CPU processes (gloo, 127.0.0.1): the graph, unreached, find_nonfinite, watch and compare_ranks.
 
 One spawn of two ranks runs every check and writes what it saw; the test
 compares it with what torch itself did on each rank (``.grad`` after
@@ -50,6 +50,20 @@ class Branchy(nn.Module):
         return h
 
 
+class TensorParallel(nn.Module):
+    """Two layers split across the ranks with DTensor (column-wise, then row-wise), and one no rank calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.up = nn.Linear(4, 8)
+        self.down = nn.Linear(8, 4)
+        self.spare = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.up(x).relu())
+
+
 def _names_without_grad(model: nn.Module) -> list[str]:
     return sorted(name for name, parameter in model.named_parameters() if parameter.grad is None)
 
@@ -96,6 +110,24 @@ def _worker(rank: int, port: int, folder: str) -> None:
         divergent = gradexport.compare_ranks(gradexport.to_networkx(out, module=branchy))
         result["divergent"] = [[p.name, list(p.used_on), list(p.unused_on), p.source] for p in divergent.divergent]
         result["explain"] = divergent.explain()
+
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        parallel = parallelize_module(TensorParallel(), init_device_mesh("cpu", (2,)), {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        with gradexport.capture_modules(), gradexport.capture_source():
+            tp_loss = parallel(torch.ones(2, 4)).sum()
+        tp_graph = gradexport.to_networkx(tp_loss, module=parallel)
+        tp_result: dict[str, object] = {"leaves": sorted(name for _, names in tp_graph.nodes(data="names") if names for name in names)}
+        tp_result["unreached"] = [[record.name, record.reason] for record in gradexport.unreached(tp_loss, module=parallel).unreached]
+        tp_result["explain"] = gradexport.compare_ranks(tp_graph).explain()
+        with gradexport.watch(parallel) as tp_watched:
+            tp_loss.backward()
+            tp_watched.step()
+        tp_table = tp_watched.history.param_table("norm")
+        tp_result["watched"] = dict(zip(tp_table.columns, tp_table.rows[0]))
+        tp_result["torch_norms"] = {name: None if p.grad is None else float(p.grad.full_tensor().norm()) for name, p in parallel.named_parameters()}
+        result["tensor_parallel"] = tp_result
     finally:
         Path(folder, f"rank{rank}.json").write_text(json.dumps(result, default=repr))
         dist.destroy_process_group()
@@ -107,7 +139,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_fsdp2_graph_unreached_nonfinite_watch_and_divergent_ranks(tmp_path: Path) -> None:
+def test_fsdp2_and_dtensor_graph_unreached_nonfinite_watch_and_divergent_ranks(tmp_path: Path) -> None:
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
@@ -133,4 +165,12 @@ def test_fsdp2_graph_unreached_nonfinite_watch_and_divergent_ranks(tmp_path: Pat
         ]
         assert f"extra.weight: used on rank 0 (at tests/test_fsdp.py:{divergent_line}), not on rank 1" in result["explain"]
     assert ranks[0]["torch_norms"] == ranks[1]["torch_norms"], "every rank records the same whole gradients"
+    for result in ranks:
+        parallel = result["tensor_parallel"]
+        assert parallel["leaves"] == sorted(name for name, norm in parallel["torch_norms"].items() if norm is not None)
+        assert parallel["unreached"] == [["spare.weight", "module_not_called"], ["spare.bias", "module_not_called"]]
+        assert [name for name, norm in parallel["torch_norms"].items() if norm is None] == ["spare.weight", "spare.bias"]
+        assert parallel["explain"] == "every rank uses the same parameters"
+        for name, norm in parallel["torch_norms"].items():
+            assert parallel["watched"][name] == (None if norm is None else pytest.approx(norm, rel=1e-6)), name
 
