@@ -8,14 +8,12 @@ backward, the gradients' values, the collectives' error).
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo import run_two_ranks
 from torch import nn
 
 import gradexport
@@ -133,15 +131,8 @@ def _worker(rank: int, port: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_fsdp2_and_dtensor_graph_unreached_nonfinite_watch_and_divergent_ranks(tmp_path: Path) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    run_two_ranks(_worker, tmp_path)
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     divergent_line = next(number for number, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith("# @divergent"))
     for result in ranks:

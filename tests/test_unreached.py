@@ -235,10 +235,7 @@ PROGRAM = textwrap.dedent(
 def test_check_unused_command(tmp_path: Path, cut: bool) -> None:
     target = tmp_path / "net.py"
     target.write_text(PROGRAM.format(cut=cut))
-    done = subprocess.run(
-        [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )
+    done = _check_unused(target)
     lines = done.stdout.strip().splitlines()
     if cut:
         assert done.returncode == 1, done.stderr
@@ -247,6 +244,13 @@ def test_check_unused_command(tmp_path: Path, cut: bool) -> None:
     else:
         assert done.returncode == 0, done.stderr
         assert lines == ["all 4 trainable parameter(s) are reached by the roots"]
+
+
+def _check_unused(target: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
 
 
 CHECKPOINTED = textwrap.dedent(
@@ -296,9 +300,6 @@ def test_check_unused_passes_a_correct_reentrant_checkpointed_model(tmp_path: Pa
     loss.backward()
     with_grad = [name for name, parameter in model.named_parameters() if parameter.grad is not None]
     assert len(with_grad) == 18 == len(list(model.parameters()))
-    done = subprocess.run(
-        [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )
+    done = _check_unused(target)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().splitlines()[0].startswith("all 18 trainable parameter(s) are reached by the roots")
