@@ -60,6 +60,10 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``_fsdp_param_groups``, ``_fsdp_param_group`` before torch 2.9 or so, each
   group's ``fsdp_params`` with ``sharded_param`` and ``_unsharded_param``)
   (`fsdp_unsharded`).
+* Inductor's cache folder, where it writes the Python code it generates
+  (``torch._inductor.runtime.cache_dir_utils.cache_dir()``;
+  ``torch._inductor.codecache.cache_dir()`` before torch 2.3)
+  (`inductor_cache_dir`).
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
@@ -80,6 +84,7 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import importlib
 import inspect
 import operator
 import re
@@ -225,6 +230,7 @@ __all__ = [
     "gradient_edge",
     "has_global_module_hooks",
     "in_place_versions",
+    "inductor_cache_dir",
     "input_metadata",
     "is_compiling",
     "is_dynamo_code",
@@ -1056,3 +1062,23 @@ def fsdp_unsharded(module: torch.nn.Module) -> dict[int, torch.Tensor]:
                 if unsharded is not None:
                     found[id(fsdp_param.sharded_param)] = unsharded
     return found
+
+
+def inductor_cache_dir() -> str | None:
+    """The folder where inductor writes the code it generates (``TORCHINDUCTOR_CACHE_DIR`` or its default), or None until inductor is imported.
+
+    A frame of a compiled region's runtime (``call`` in a generated module
+    there) is torch's code, not the user's.
+
+    Examples:
+        >>> import torch._inductor.config
+        >>> inductor_cache_dir().startswith("/")
+        True
+    """
+    if "torch._inductor" not in sys.modules:
+        return None
+    try:
+        where: Any = importlib.import_module("torch._inductor.runtime.cache_dir_utils")
+    except ImportError:  # pragma: no cover - torch before 2.3
+        where = importlib.import_module("torch._inductor.codecache")
+    return str(where.cache_dir())
