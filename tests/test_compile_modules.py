@@ -87,6 +87,9 @@ def test_a_compiled_submodule_is_attributed_to_its_own_path() -> None:
     assert modules["SumBackward0"] == ""
 
 
+@pytest.mark.skipif(
+    gradexport.tracing._torch.TORCH_VERSION < (2, 8), reason="torch.compile(module) warns about global hooks from torch 2.8 (pytorch PR 152740)"
+)
 def test_the_capture_raises_no_torch_warning_on_a_compiled_module() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), backend="aot_eager")

@@ -53,7 +53,7 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   first runs: a hook that one of them removes still runs for that call
   (`forward_hook_count`).
 * ``torch.nn.modules.module._global_forward_hooks`` and its siblings, and the
-  wording of the warning ``OptimizedModule.__call__`` issues (torch 2.2 and
+  wording of the warning ``OptimizedModule.__call__`` issues (torch 2.8 and
   later) when any global module hook is registered
   (`has_global_module_hooks`, `COMPILED_GLOBAL_HOOKS_WARNING`).
 * FSDP2's state on a ``fully_shard`` module (``_get_fsdp_state()``, its
