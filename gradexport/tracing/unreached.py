@@ -165,8 +165,10 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
 
     Run the forward inside `gradexport.capture_modules` (module reasons) and
     `gradexport.capture_source` (the cut's kind and line); see the module
-    docstring for the reasons. It reads the graph only: call it before
-    ``backward()`` frees nothing it needs, or after, as you like.
+    docstring for the reasons. It reads the graph only, before or after
+    ``backward()``, except for a reentrant checkpoint's region, which it runs
+    again to see inside (one more forward of the region; see the module
+    docstring): call it before ``backward()`` for those.
 
     Args:
         roots: As for `gradexport.to_networkx`: the loss (or losses) you call backward on.
