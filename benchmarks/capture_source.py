@@ -1,4 +1,4 @@
-"""``python -m benchmarks.capture_source``: what `gradexport.capture_source` costs a forward pass.
+"""``python -m benchmarks.capture_source``: what `gradexport.tools.capture_source` costs a forward pass.
 
 Times the forward of a 12-layer ``nn.TransformerEncoder`` (d_model 64) and of
 an MLP, plain, inside ``capture_source()``, inside ``capture_source()`` with
@@ -46,13 +46,13 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {"encoder (12 
 def _both() -> AbstractContextManager[Any]:
     stack = ExitStack()
     stack.enter_context(gradexport.capture_modules())
-    stack.enter_context(gradexport.capture_source())
+    stack.enter_context(gradexport.tools.capture_source())
     return stack
 
 
 VARIANTS: dict[str, Callable[[], AbstractContextManager[Any]]] = {
     "plain": nullcontext,
-    "capture_source": gradexport.capture_source,
+    "capture_source": gradexport.tools.capture_source,
     "capture_source + capture_modules": _both,
     "anomaly mode": torch.autograd.detect_anomaly,
 }

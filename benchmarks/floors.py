@@ -216,7 +216,7 @@ ROWS: tuple[Row, ...] = (
     Row("find_nonfinite", "find_nonfinite(root), all finite", "backward() with a hook on every node", 1.5,
         lambda s: gradexport.find_nonfinite(s.root), lambda s: hooked_backward(s.root, retain_graph=False), ("chain", "mlp"), 10**5,
         consumes=True),
-    Row("saved_memory", "saved_memory(root)", "walk reading the saved tensors", 1.5, lambda s: gradexport.saved_memory(s.root),
+    Row("saved_memory", "saved_memory(root)", "walk reading the saved tensors", 1.5, lambda s: gradexport.tools.saved_memory(s.root),
         lambda s: saved_walk(s.root), ("mlp", "transformer"), 10**5),
     Row("diff", "diff(root_a, root_b), one op swapped", "to_networkx of both", 3.0,
         lambda s: gradexport.diff(s.root, s.extra["b"]), _diff_floor, ("chain",), prepare=_diff_prepare),
@@ -310,7 +310,7 @@ def run(rows: list[Row], sizes: list[int], repeats: int, budget: float, quiet: b
             for size in sizes:
                 if size > min(row.max_nodes if position else row.first_max_nodes, GENERATORS[generator].max_nodes):
                     continue
-                found = gradexport.run_with_large_stack(measure_row, row, generator, size, repeats, budget)
+                found = gradexport.streams.run_with_large_stack(measure_row, row, generator, size, repeats, budget)
                 results.append(found)
                 if not quiet:
                     mark = "" if found["met"] else "  (target missed)"

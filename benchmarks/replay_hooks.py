@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    for name, value in gradexport.run_with_large_stack(measure, args.length, args.repeats).items():
+    for name, value in gradexport.streams.run_with_large_stack(measure, args.length, args.repeats).items():
         print(f"{name:30} {value:8.1f} µs/node")
 
 

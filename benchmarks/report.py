@@ -26,7 +26,7 @@ TIME_COLUMNS = (
     ("construct", "construct"),
     ("stream", "stream"),
     ("construct_meta", "edge meta"),
-    ("construct_saved", "saved=True"),
+    ("construct_saved", "show_saved=True"),
     ("record_gradients", "record grads"),
     ("dot", "DOT"),
     ("mermaid", "Mermaid"),

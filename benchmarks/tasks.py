@@ -120,7 +120,7 @@ TASKS: tuple[Task, ...] = (
         "graph",
         lambda s: gradexport.to_networkx(s.root, edge_metadata=True),
     ),
-    Task("construct_saved", "to_networkx(saved=True)", "graph", lambda s: gradexport.to_networkx(s.root, saved=True)),
+    Task("construct_saved", "to_networkx(show_saved=True)", "graph", lambda s: gradexport.to_networkx(s.root, show_saved=True)),
     Task(
         "record_gradients",
         "record_gradients (runs backward)",

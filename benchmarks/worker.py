@@ -7,7 +7,7 @@ cannot spill into the next measurement.
 
 How it measures, the same way for every task:
 
-- Everything runs inside :func:`gradexport.run_with_large_stack`: the deep
+- Everything runs inside :func:`gradexport.streams.run_with_large_stack`: the deep
   graphs would otherwise segfault when freed.
 - Time: Python's cyclic GC is off during timing (as :mod:`timeit` does; gradexport
   pauses it itself anyway) and a full collection runs before each sample, over
@@ -278,15 +278,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", metavar="TASK", help="profile this task instead of measuring")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    warnings.simplefilter("ignore", gradexport.MermaidSizeWarning)
+    warnings.simplefilter("ignore", gradexport.errors.MermaidSizeWarning)
     generator = GENERATORS[args.generator]
     if args.profile:
-        text = gradexport.run_with_large_stack(profile, generator, args.size, args.profile)
+        text = gradexport.streams.run_with_large_stack(profile, generator, args.size, args.profile)
         with open(args.result, "w") as out:
             out.write(text)
         return
     settings = Settings(args.repeats, args.budget, args.memory, tuple(args.tasks.split(",")))
-    record = gradexport.run_with_large_stack(measure, generator, args.size, settings)
+    record = gradexport.streams.run_with_large_stack(measure, generator, args.size, settings)
     with open(args.result, "w") as out:
         json.dump(record, out)
 

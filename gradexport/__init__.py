@@ -1,5 +1,15 @@
 """gradexport: see, export and replay PyTorch's autograd graph.
 
+The top tier is the verbs a first session needs: `show` a loss (or a model
+and its inputs), `write` or `to_*` it in a format, build the graph
+(`to_networkx`, `from_json`) and fold it (`collapse`), and run backward with
+eyes open (`record_gradients`, `replay`, `find_nonfinite`, `watch`, `diff`).
+Everything else lives in named modules: `gradexport.errors`,
+`gradexport.options`, `gradexport.records` (what the verbs return),
+`gradexport.tools` (more verbs), `gradexport.streams` and `gradexport.constants`.
+The names that used to be here still import from here, with a
+`gradexport.errors.GradexportDeprecationWarning` naming their new home.
+
 Examples:
     >>> import torch, gradexport
     >>> x = torch.randn(3, requires_grad=True)
@@ -14,143 +24,67 @@ from .core.temporaries import guard_startup as _guard_startup
 
 _guard_startup()
 
-from .analysis.diff import DiffSummary, describe_diff
-from .analysis.memory import SavedMemory, saved_memory
-from .analysis.simplify import VIEW_OPS, collapse, fit, hide, only_reaching
-from .analysis.watch_plot import plot_flow
+import warnings as _warnings
+from typing import Any as _Any
+
+from . import constants, errors, options, records, streams, tools
+from .analysis.simplify import collapse
 from .api.diff import diff
-from .api.distributed import DivergentParameter, RankDiffs, compare_ranks
-from .api.export import to_dot, to_html, to_json, to_mermaid, to_model_explorer, to_pydot, to_svg, watch_node_data, write
-from .backward.nonfinite import NonfiniteReport, find_nonfinite
+from .api.export import to_dot, to_html, to_json, to_mermaid, to_svg, write
+from .backward.nonfinite import find_nonfinite
 from .backward.record_gradients import record_gradients
-from .backward.replay import Replay, ReplayStart, ReplayStep, replay
-from .backward.watch import Watch, watch
-from .backward.watch_file import WatchHistory, load_watch
-from .core.errors import (
-    ArgumentKeyError,
-    ArgumentTypeError,
-    ArgumentValueError,
-    DeepGraphWarning,
-    ExampleError,
-    GradexportError,
-    GradexportWarning,
-    GraphFormatError,
-    GraphTooLargeError,
-    GraphvizNotFoundError,
-    GraphvizSizeWarning,
-    InPlaceError,
-    MermaidSizeWarning,
-    MissingFileError,
-    ModelExplorerNotInstalledError,
-    OptionWarning,
-    OutputError,
-    RenderError,
-    RenderTimeoutError,
-    ReplayError,
-    RootError,
-    ServerError,
-    StartGradientError,
-    StepsUnavailableError,
-    StreamConsumedError,
-    StructureChangedWarning,
-    TorchVersionError,
-    ViewerTooLargeError,
-)
-from .core.options import DiagramOptions, ExportOptions, FoldOptions, RenderOptions, TraceOptions
+from .backward.replay import replay
+from .backward.watch import watch
+from .core.errors import GradexportDeprecationWarning as _GradexportDeprecationWarning
+from .core.errors import GradexportError, GradexportWarning
 from .core.version import __version__ as __version__
 from .formats import from_json
-from .frontends.notebook import GraphView, show
-from .tracing.checkpoints import CheckpointRegion, retrace_checkpoint
-from .tracing.graph import KINDS, SPECIAL_KINDS, GraphStream, to_networkx
-from .tracing.lines import capture_source
+from .frontends.notebook import show
+from .tracing.graph import to_networkx
 from .tracing.modules import capture_modules
-from .tracing.roots import Root, collect_roots
-from .tracing.stack import run_with_large_stack
-from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
-    "KINDS",
-    "SPECIAL_KINDS",
-    "VIEW_OPS",
-    "ArgumentKeyError",
-    "ArgumentTypeError",
-    "ArgumentValueError",
-    "CheckpointRegion",
-    "DeepGraphWarning",
-    "DiagramOptions",
-    "DiffSummary",
-    "DivergentParameter",
-    "ExampleError",
-    "ExportOptions",
-    "FoldOptions",
     "GradexportError",
     "GradexportWarning",
-    "GraphFormatError",
-    "GraphStream",
-    "GraphTooLargeError",
-    "GraphView",
-    "GraphvizNotFoundError",
-    "GraphvizSizeWarning",
-    "InPlaceError",
-    "MermaidSizeWarning",
-    "MissingFileError",
-    "ModelExplorerNotInstalledError",
-    "NonfiniteReport",
-    "OptionWarning",
-    "OutputError",
-    "RankDiffs",
-    "RenderError",
-    "RenderOptions",
-    "RenderTimeoutError",
-    "Replay",
-    "ReplayError",
-    "ReplayStart",
-    "ReplayStep",
-    "Root",
-    "RootError",
-    "SavedMemory",
-    "ServerError",
-    "StartGradientError",
-    "StepsUnavailableError",
-    "StreamConsumedError",
-    "StructureChangedWarning",
-    "TorchVersionError",
-    "TraceOptions",
-    "Unreached",
-    "UnreachedReport",
-    "ViewerTooLargeError",
-    "Watch",
-    "WatchHistory",
     "capture_modules",
-    "capture_source",
     "collapse",
-    "collect_roots",
-    "compare_ranks",
-    "describe_diff",
     "diff",
     "find_nonfinite",
-    "fit",
     "from_json",
-    "hide",
-    "load_watch",
-    "only_reaching",
-    "plot_flow",
     "record_gradients",
     "replay",
-    "retrace_checkpoint",
-    "run_with_large_stack",
-    "saved_memory",
     "show",
     "to_dot",
     "to_html",
     "to_json",
     "to_mermaid",
-    "to_model_explorer",
     "to_networkx",
-    "to_pydot",
     "to_svg",
-    "unreached",
     "watch",
-    "watch_node_data",
     "write",
 ]
+
+# Where each name that left the top tier lives now (its module under gradexport).
+_MOVED = {
+    **{name: "errors" for name in errors.__all__ if name not in ("GradexportError", "GradexportWarning")},
+    **dict.fromkeys(options.__all__, "options"),
+    **{name: module.__name__.rpartition(".")[2] for module in (constants, records, streams, tools) for name in module.__all__},
+}
+
+
+def __getattr__(name: str) -> _Any:
+    """A name that left the top tier, from its new home, with a deprecation warning naming it (PEP 562)."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'gradexport' has no attribute {name!r}")
+    _warnings.warn(
+        _GradexportDeprecationWarning(
+            f"gradexport.{name} moved to gradexport.{home}.{name}: import it from gradexport.{home}; the top tier keeps only the verbs of gradexport.__all__"
+        ),
+        stacklevel=2,
+    )
+    return getattr(globals()[home], name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MOVED))

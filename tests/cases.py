@@ -175,7 +175,7 @@ def deep_chain(length: int) -> torch.Tensor:
     """``x * 1.5`` applied ``length`` times to a leaf: a graph as deep as it is long.
 
     Past about 50,000 steps, build and drop it inside
-    :func:`gradexport.run_with_large_stack`: torch frees it recursively.
+    :func:`gradexport.streams.run_with_large_stack`: torch frees it recursively.
     """
     y = torch.zeros(1, requires_grad=True)
     for _ in range(length):

@@ -149,7 +149,7 @@ def mermaid_shown(parsed_text: str) -> list[str]:
 
 def torch_edges(roots: Any) -> list[tuple[str, str, str]]:
     """``(parent op, child op or "leaf", "i→k")`` for every edge below the roots, walked in torch itself."""
-    from gradexport import collect_roots
+    from gradexport.streams import collect_roots
 
     seen = set()
     pending = [root.node for root in collect_roots(roots)]

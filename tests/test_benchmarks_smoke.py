@@ -82,7 +82,7 @@ def test_the_other_floors_do_the_same_job_as_gradexport() -> None:
     root = GENERATORS["mlp"].build(4)
     # Every node's pre-hook and every post-hook ran once: the engine ran each node.
     assert hooked_backward(root) == 2 * walk(root)
-    assert saved_walk(root) == gradexport.saved_memory(root).total
+    assert saved_walk(root) == gradexport.tools.saved_memory(root).total
     graph = gradexport.to_networkx(root)
     rebuilt = json_floor(gradexport.to_json(graph))
     assert nx.utils.graphs_equal(rebuilt, gradexport.from_json(gradexport.to_json(graph)))

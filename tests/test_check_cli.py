@@ -186,7 +186,7 @@ def test_find_nonfinite_raises_an_in_place_error_naming_the_node() -> None:
     hidden.mul_(2)
     loss = hidden.sum()
     node_id = trace(loss).ids[hidden.grad_fn.next_functions[0][0]]
-    with pytest.raises(gradexport.InPlaceError) as caught:
+    with pytest.raises(gradexport.errors.InPlaceError) as caught:
         gradexport.find_nonfinite(loss, params={"x": x})
     error = caught.value
     assert isinstance(error, RuntimeError)

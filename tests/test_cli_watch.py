@@ -44,7 +44,7 @@ def test_watch_writes_the_history_and_the_plots(target: Path, tmp_path: Path, ca
     status = main(["watch", f"{target}:train", "-o", str(tmp_path / "out"), "--every", "2", "-q"])
     out = capsys.readouterr().out
     assert status == 0, out
-    history = gradexport.load_watch(tmp_path / "out" / "train.watch.jsonl")
+    history = gradexport.records.load_watch(tmp_path / "out" / "train.watch.jsonl")
     assert history.steps == [0, 2, 4] and "3 steps recorded" in out
     # the values are the .grad the function itself saw
     import sys

@@ -118,7 +118,7 @@ def test_an_inductor_region_points_to_the_users_line_not_the_generated_file(tmp_
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
     compiled = torch.compile(model)  # the default backend: inductor, C++ on CPU
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         loss = compiled(torch.randn(2, 4)).sum()  # @user_line
     graph = gradexport.to_networkx(loss, module=model)
     (region,) = [data for _, data in graph.nodes(data=True) if data.get("op") == "CompiledFunctionBackward"]

@@ -35,11 +35,11 @@ def _worker(rank: int, port: int, folder: str) -> None:
         model = Branchy()
         ddp = DistributedDataParallel(model)
         x = torch.ones(2, 3) * (1 if rank == 0 else -1)
-        with gradexport.capture_modules(), gradexport.capture_source():
+        with gradexport.capture_modules(), gradexport.tools.capture_source():
             loss = ddp(x).pow(2).mean()
         graph = gradexport.to_networkx(loss, module=model)
-        report = gradexport.unreached(loss, module=model)
-        differing = gradexport.compare_ranks(graph)
+        report = gradexport.tools.unreached(loss, module=model)
+        differing = gradexport.tools.compare_ranks(graph)
         loss.backward()
         no_grad = sorted(name for name, p in model.named_parameters() if p.grad is None)
         try:
@@ -57,7 +57,7 @@ def _worker(rank: int, port: int, folder: str) -> None:
                 )
                 for other, merged in differing.items()
             },
-            "described": {str(other): gradexport.describe_diff(merged) for other, merged in differing.items()},
+            "described": {str(other): gradexport.records.describe_diff(merged) for other, merged in differing.items()},
         }
         Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
     finally:

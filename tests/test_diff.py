@@ -69,7 +69,7 @@ def test_one_layer_added() -> None:
     assert len(expected) == 5  # AddmmBackward0, TBackward0, two AccumulateGrad, ReluBackward0
     assert found["removed"] == set() and found["changed"] == set()
     assert len(found["same"]) == a.number_of_nodes()
-    text = gradexport.describe_diff(merged)
+    text = gradexport.records.describe_diff(merged)
     assert differs(merged) and "5 added" in text and "extra.weight" in text
 
 
@@ -94,12 +94,12 @@ def checkpointed(model: nn.Sequential, reentrant: bool) -> nx.MultiDiGraph:
     with gradexport.capture_modules():
         hidden = checkpoint.checkpoint(middle, model.fc1(INPUTS), use_reentrant=reentrant)
         loss = model.head(hidden).pow(2).sum()
-    return gradexport.to_networkx(loss, module=model, saved=True)
+    return gradexport.to_networkx(loss, module=model, show_saved=True)
 
 
 def test_non_reentrant_checkpoint_changes_only_saved_bytes() -> None:
     model = mlp()
-    a, b = graph_of(model, saved=True), checkpointed(model, reentrant=False)
+    a, b = graph_of(model, show_saved=True), checkpointed(model, reentrant=False)
     merged = gradexport.diff(a, b)
     found = states(merged)
     assert found["added"] == found["removed"] == set()
@@ -122,7 +122,7 @@ def test_reentrant_checkpoint_is_one_replacement() -> None:
     found = states(merged)
     assert found["removed"] == set(replacement["region"])
     assert found["added"] == {replacement["node"]}
-    assert "replaced: " in gradexport.describe_diff(merged)
+    assert "replaced: " in gradexport.records.describe_diff(merged)
 
 
 def test_json_files_and_recorded_gradients(tmp_path: Path) -> None:

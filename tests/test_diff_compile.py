@@ -31,6 +31,6 @@ def test_compiled_region_is_one_replacement() -> None:
     parameters = {name for name, _ in model.named_parameters()}
     same_leaves = {merged.nodes[node]["names"][0] for node, data in merged.nodes(data=True) if data["kind"] == "leaf" and data["diff"] == "same"}
     assert same_leaves == parameters
-    text = gradexport.describe_diff(merged)
+    text = gradexport.records.describe_diff(merged)
     assert "CompiledFunctionBackward (added) stands for 8 nodes" in text
     assert "removed:" not in text  # the region is reported once, as the replacement

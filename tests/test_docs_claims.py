@@ -369,7 +369,7 @@ def test_hooks_replay_refuses_a_node_hook_it_can_see():
     x = torch.randn(3, requires_grad=True)
     loss = x.sin().sum()
     loss.grad_fn.register_prehook(lambda grads: None)
-    with pytest.raises(gradexport.ReplayError, match="SumBackward0"):
+    with pytest.raises(gradexport.errors.ReplayError, match="SumBackward0"):
         gradexport.replay(loss, params={"x": x})
 
 

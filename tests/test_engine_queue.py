@@ -90,7 +90,7 @@ def test_ties_need_the_heap_not_a_sort() -> None:
     assert found, "no graph among the seeds separates the heap from a stable sort"
 
 
-def _stable_sort_order(record: gradexport.Replay) -> list[str]:
+def _stable_sort_order(record: gradexport.records.Replay) -> list[str]:
     # What a stable priority queue (ties in push order) would give, replayed from the record's own edges.
     targets = {step.node: [t[0] if t else None for t in step.targets] for step in record.steps}
     # Graph ids number nodes from the root down, so a lower id was created later (a higher sequence_nr).

@@ -13,7 +13,7 @@ import torch
 from format_fixtures import needs_dot
 
 import gradexport
-from gradexport import OutputError, RenderError
+from gradexport.errors import OutputError, RenderError
 from gradexport.formats import dot, mermaid
 
 
@@ -141,7 +141,7 @@ def test_bad_arguments(tmp_path):
         gradexport.to_dot(graph, params={"w": w})
     with pytest.raises(TypeError, match="MultiDiGraph"):
         gradexport.to_dot(nx.DiGraph(graph))
-    with pytest.raises(gradexport.RootError, match="gradexport.to_mermaid"):
+    with pytest.raises(gradexport.errors.RootError, match="gradexport.to_mermaid"):
         gradexport.to_mermaid("not a tensor")
     assert list(tmp_path.iterdir()) == []
 
@@ -166,7 +166,7 @@ def test_write_dot_to_a_path_is_atomic_too(tmp_path, monkeypatch):
 def test_svg_needs_graphviz_but_other_formats_do_not(tmp_path, without_graphviz):
     w = torch.ones(1, requires_grad=True)
     assert len(gradexport.write(w * 2, tmp_path / "out", "dot,mermaid,json")) == 3
-    with pytest.raises(gradexport.GraphvizNotFoundError):
+    with pytest.raises(gradexport.errors.GraphvizNotFoundError):
         gradexport.write(w * 2, tmp_path / "out2", "dot,svg")
     assert not (tmp_path / "out2" / "graph.dot").exists()
     assert shutil.which("dot") is None

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gradexport
-from gradexport import OutputError
+from gradexport.errors import OutputError
 from gradexport.formats import files
 from gradexport.formats.files import StagedFiles, atomic_open, remove_stale_temporaries
 

@@ -219,7 +219,7 @@ def test_to_pydot_matches_the_text():
     torch.manual_seed(6)
     x = torch.randn(4, 4, requires_grad=True)
     y = torch.randn(4, 4, requires_grad=True)
-    as_object = gradexport.to_pydot((x * y).sum(), params={"x": x, "y": y})
+    as_object = gradexport.tools.to_pydot((x * y).sum(), params={"x": x, "y": y})
     assert isinstance(as_object, pydot.Dot)
     assert len(as_object.get_edges()) == 4
     assert sorted(node.get_name() for node in as_object.get_nodes() if node.get_name().startswith('"n')) == [f'"n{i}"' for i in range(5)]

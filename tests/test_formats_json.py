@@ -25,7 +25,7 @@ def assert_equal_graphs(left: nx.MultiDiGraph, right: nx.MultiDiGraph) -> None:
 
 @pytest.mark.parametrize("name", sorted(FORMAT_CASES))
 def test_every_case_round_trips_to_an_equal_graph(name):
-    graph = case_graph(name, show_none=True, saved=True)
+    graph = case_graph(name, show_none=True, show_saved=True)
     text = json.to_json(graph)
     assert_equal_graphs(graph, json.from_json(text))
     # Streamed record by record, yet the very bytes of json.dumps(networkx.node_link_data(...)).

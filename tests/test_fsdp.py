@@ -78,15 +78,15 @@ def _worker(rank: int, port: int, folder: str) -> None:
         fully_shard(model)
         result["sharded"] = all(isinstance(parameter, DTensor) for parameter in model.parameters())
         x = torch.full((2, 4), 0.5) * (rank + 1)
-        with gradexport.capture_modules(), gradexport.capture_source():
+        with gradexport.capture_modules(), gradexport.tools.capture_source():
             loss = model(x).sum()
         graph = gradexport.to_networkx(loss, module=model)
         result["ops"] = sorted({str(data["op"]) for _, data in graph.nodes(data=True) if data["kind"] == "backward"})
         result["leaves"] = sorted(name for _, names in graph.nodes(data="names") if names for name in names)
         result["a_module"] = sorted({str(data.get("module")) for _, data in graph.nodes(data=True) if data.get("op") == "AddmmBackward0"})
-        report = gradexport.unreached(loss, module=model)
+        report = gradexport.tools.unreached(loss, module=model)
         result["unreached"] = [[record.name, record.reason] for record in report.unreached]
-        ranks = gradexport.compare_ranks(graph)
+        ranks = gradexport.tools.compare_ranks(graph)
         result["same"] = [dict(ranks), ranks.divergent]
         found = gradexport.find_nonfinite(model(x).mul(0).sqrt().sum(), module=model)  # d sqrt(y)/dy is infinite at 0
         result["nonfinite"] = None if found is None else [found.first.op, found.first.module, sorted(found.first.parameters)]
@@ -103,9 +103,9 @@ def _worker(rank: int, port: int, folder: str) -> None:
         branchy = Branchy()
         fully_shard(branchy)
         inputs = torch.ones(2, 4) * (1 if rank == 0 else -1)
-        with gradexport.capture_modules(), gradexport.capture_source():
+        with gradexport.capture_modules(), gradexport.tools.capture_source():
             out = branchy(inputs).sum()
-        divergent = gradexport.compare_ranks(gradexport.to_networkx(out, module=branchy))
+        divergent = gradexport.tools.compare_ranks(gradexport.to_networkx(out, module=branchy))
         result["divergent"] = [[p.name, list(p.used_on), list(p.unused_on), p.source] for p in divergent.divergent]
         result["explain"] = divergent.explain()
 
@@ -113,12 +113,12 @@ def _worker(rank: int, port: int, folder: str) -> None:
         from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
         parallel = parallelize_module(TensorParallel(), init_device_mesh("cpu", (2,)), {"up": ColwiseParallel(), "down": RowwiseParallel()})
-        with gradexport.capture_modules(), gradexport.capture_source():
+        with gradexport.capture_modules(), gradexport.tools.capture_source():
             tp_loss = parallel(torch.ones(2, 4)).sum()
         tp_graph = gradexport.to_networkx(tp_loss, module=parallel)
         tp_result: dict[str, object] = {"leaves": sorted(name for _, names in tp_graph.nodes(data="names") if names for name in names)}
-        tp_result["unreached"] = [[record.name, record.reason] for record in gradexport.unreached(tp_loss, module=parallel).unreached]
-        tp_result["explain"] = gradexport.compare_ranks(tp_graph).explain()
+        tp_result["unreached"] = [[record.name, record.reason] for record in gradexport.tools.unreached(tp_loss, module=parallel).unreached]
+        tp_result["explain"] = gradexport.tools.compare_ranks(tp_graph).explain()
         with gradexport.watch(parallel) as tp_watched:
             tp_loss.backward()
             tp_watched.step()

@@ -227,7 +227,7 @@ def test_special_nodes_are_flagged() -> None:
         "CompiledFunctionBackward": "compiled",
         "BackwardHookFunctionBackward": "backward_hook",
     }
-    assert set(specials.values()) <= set(gradexport.SPECIAL_KINDS)
+    assert set(specials.values()) <= set(gradexport.constants.SPECIAL_KINDS)
 
 
 def _specials(graph: nx.MultiDiGraph) -> list[tuple[str, str, str]]:
@@ -258,31 +258,31 @@ def test_error_node_from_once_differentiable_is_flagged() -> None:
 def test_saved_tensors_summaries_and_their_guarded_states() -> None:
     x = torch.randn(3, 2, requires_grad=True)
     product = x * x.detach().clone().requires_grad_()
-    graph = gradexport.to_networkx(product.sum(), saved=True)
+    graph = gradexport.to_networkx(product.sum(), show_saved=True)
     mul = graph.nodes[node_by_op(graph, "MulBackward0")]
     assert mul["saved"]["self"] == {"shape": [3, 2], "dtype": "float32", "device": "cpu"}
     sum_node = graph.nodes[node_by_op(graph, "SumBackward0")]
     assert sum_node["saved"]["self_sym_sizes"] == [3, 2]
 
     softmax = torch.softmax(x, dim=-1)
-    graph = gradexport.to_networkx(softmax, saved=True)
+    graph = gradexport.to_networkx(softmax, show_saved=True)
     assert graph.nodes[node_by_op(graph, "SoftmaxBackward0")]["saved"]["dim"] == -1
 
     loss = (x.exp() * 2).sum()
     loss.backward()
-    freed = gradexport.to_networkx(loss, saved=True)
+    freed = gradexport.to_networkx(loss, show_saved=True)
     assert freed.nodes[node_by_op(freed, "ExpBackward0")]["saved"]["result"] == {"unavailable": "freed"}
 
     base = torch.randn(3, requires_grad=True) * 1
     stale_source = base.sin()
     base.add_(1)
-    stale = gradexport.to_networkx(stale_source, saved=True)
+    stale = gradexport.to_networkx(stale_source, show_saved=True)
     assert stale.nodes[node_by_op(stale, "SinBackward0")]["saved"]["self"] == {"unavailable": "stale"}
 
 
 def test_saved_of_custom_function_lists_ctx_tensors() -> None:
     a = torch.randn(3, requires_grad=True)
-    graph = gradexport.to_networkx(Cube.apply(a, torch.ones(3)), saved=True)
+    graph = gradexport.to_networkx(Cube.apply(a, torch.ones(3)), show_saved=True)
     cube = graph.nodes[node_by_op(graph, "CubeBackward")]
     assert cube["saved"]["saved_tensors"] == [{"shape": [3], "dtype": "float32", "device": "cpu"}]
 
@@ -296,7 +296,7 @@ def test_saved_of_non_reentrant_checkpoint_does_not_recompute() -> None:
         return layer(value).sin()
 
     out = torch.utils.checkpoint.checkpoint(region, torch.randn(2, 3), use_reentrant=False)
-    graph = gradexport.to_networkx(out.sum(), saved=True)
+    graph = gradexport.to_networkx(out.sum(), show_saved=True)
     assert len(calls) == 1
     sin = graph.nodes[node_by_op(graph, "SinBackward0")]
     assert sin["saved"]["self"] == {"unavailable": "hooked"}
@@ -304,7 +304,7 @@ def test_saved_of_non_reentrant_checkpoint_does_not_recompute() -> None:
 
 def test_graph_holds_no_torch_objects_and_round_trips_through_json() -> None:
     case = multi_output()
-    graph = gradexport.to_networkx(case.roots, params=case.params, show_none=True, saved=True)
+    graph = gradexport.to_networkx(case.roots, params=case.params, show_none=True, show_saved=True)
     data = node_link_data(graph)
     text = json.dumps(data, sort_keys=True)
     again = node_link_graph(json.loads(text))
@@ -322,7 +322,7 @@ def test_ids_are_identical_across_processes() -> None:
         torch.manual_seed(1)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
         out = model(torch.randn(3, 4))
-        graph = gradexport.to_networkx({"loss": out.pow(2).sum(), "out": out}, module=model, show_none=True, saved=True)
+        graph = gradexport.to_networkx({"loss": out.pow(2).sum(), "out": out}, module=model, show_none=True, show_saved=True)
         data = node_link_data(graph)
         data["graph"].pop("torch_version")
         print(json.dumps(data, sort_keys=True))
@@ -347,7 +347,7 @@ def test_ids_are_identical_across_processes() -> None:
     ],
 )
 def test_bad_roots_raise_clear_errors(roots: object, message: str) -> None:
-    with pytest.raises(gradexport.RootError, match=message.replace("(", r"\(")) as raised:
+    with pytest.raises(gradexport.errors.RootError, match=message.replace("(", r"\(")) as raised:
         gradexport.to_networkx(roots)
     assert isinstance(raised.value, TypeError) and isinstance(raised.value, ValueError)
 
@@ -356,9 +356,9 @@ def test_bad_root_inside_a_collection_is_named_by_its_path() -> None:
     x = torch.randn(2, requires_grad=True)
     with torch.no_grad():
         frozen = x * 2
-    with pytest.raises(gradexport.RootError, match=r"root 'outputs\.1'"):
+    with pytest.raises(gradexport.errors.RootError, match=r"root 'outputs\.1'"):
         gradexport.to_networkx({"outputs": [x.sum(), frozen], "argmax": x.argmax()})
-    with pytest.raises(gradexport.RootError, match=r"'argmax' is a tensor that does not require grad"):
+    with pytest.raises(gradexport.errors.RootError, match=r"'argmax' is a tensor that does not require grad"):
         gradexport.to_networkx({"argmax": x.argmax()})
 
 
@@ -377,7 +377,7 @@ def build_and_free_chain(length: int) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_million_node_chain_without_recursion_error_on_a_large_stack() -> None:
-    assert gradexport.run_with_large_stack(build_and_free_chain, 1_000_000) == (1_000_002, 1_000_001)
+    assert gradexport.streams.run_with_large_stack(build_and_free_chain, 1_000_000) == (1_000_002, 1_000_001)
 
 
 def test_freeing_a_deep_walked_chain_on_the_main_thread_is_the_torch_hazard_we_guard_against() -> None:
@@ -399,7 +399,7 @@ def test_freeing_a_deep_walked_chain_on_the_main_thread_is_the_torch_hazard_we_g
             else:
                 gradexport.to_networkx(y)
         if sys.argv[1] == "guarded":
-            gradexport.run_with_large_stack(work)
+            gradexport.streams.run_with_large_stack(work)
         else:
             threading.stack_size(8 * 2**20)
             thread = threading.Thread(target=work)

@@ -28,7 +28,7 @@ def graph_document(**node: object) -> dict:
 @pytest.mark.parametrize("depth", [990, 1_000, 100_000])
 def test_json_nested_deep_is_one_graph_format_error(tmp_path, depth):
     text = json.dumps(graph_document()).replace('"kind": "leaf"', '"kind": "leaf", "mine": ' + "[" * depth + "]" * depth)
-    with pytest.raises(gradexport.GraphFormatError, match="nested deeper than 100 levels") as caught:
+    with pytest.raises(gradexport.errors.GraphFormatError, match="nested deeper than 100 levels") as caught:
         gradexport.from_json(text)
     assert "\n" not in str(caught.value)
 
@@ -42,7 +42,7 @@ def test_json_nested_at_the_limit_loads_and_writes_back():
 
 
 def test_a_root_node_without_its_root_is_refused_when_read():
-    with pytest.raises(gradexport.GraphFormatError, match=r"nodes\[0\]\.root: missing"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match=r"nodes\[0\]\.root: missing"):
         gradexport.from_json(json.dumps(graph_document(kind="root")))
 
 
@@ -51,9 +51,9 @@ def test_a_json_file_that_is_not_utf8_names_the_file_and_the_byte(tmp_path):
 
     path = tmp_path / "latin1.json"
     path.write_bytes(json.dumps(graph_document(names=["é"]), ensure_ascii=False).encode("latin-1"))
-    with pytest.raises(gradexport.GraphFormatError, match=rf"{path.name}: not UTF-8 text: byte \d+"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match=rf"{path.name}: not UTF-8 text: byte \d+"):
         read_json(path)
-    with pytest.raises(gradexport.GraphFormatError, match=r"not UTF-8 text: byte \d+"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match=r"not UTF-8 text: byte \d+"):
         gradexport.from_json(path.read_bytes())
 
 
@@ -89,7 +89,7 @@ def test_gradexport_diff_of_a_hostile_file_prints_one_line(tmp_path, text):
     ids=["range-10**18", "range-10**30", "nested"],
 )
 def test_huge_root_collections_are_refused_before_they_are_read(roots, shown):
-    with pytest.raises(gradexport.RootError, match=re.escape(shown)):
+    with pytest.raises(gradexport.errors.RootError, match=re.escape(shown)):
         gradexport.to_networkx(roots)
 
 
@@ -101,5 +101,5 @@ def test_the_limit_counts_the_items_of_every_collection_in_all(monkeypatch):
     monkeypatch.setattr(roots, "MAX_ROOT_ITEMS", 6)
     assert len(roots.collect_roots(nested)) == 4
     monkeypatch.setattr(roots, "MAX_ROOT_ITEMS", 5)
-    with pytest.raises(gradexport.RootError, match=r"root '1' is a list of 2 items; the root collections may hold 5 items in all"):
+    with pytest.raises(gradexport.errors.RootError, match=r"root '1' is a list of 2 items; the root collections may hold 5 items in all"):
         roots.collect_roots(nested)

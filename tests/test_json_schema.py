@@ -33,11 +33,11 @@ def corpus() -> dict[str, nx.MultiDiGraph]:
         with gradexport.capture_modules():
             case = builder()
         options = {"params": case.params or None, "module": case.module}
-        graphs[name] = gradexport.to_networkx(case.roots, show_none=True, saved=True, edge_metadata=True, **options)
+        graphs[name] = gradexport.to_networkx(case.roots, show_none=True, show_saved=True, edge_metadata=True, **options)
         graph = graphs[name]
         for depth in range(module_depth(graph) + 1) if case.module is not None else ():
             graphs[f"{name} collapsed to {depth}"] = collapse(graph, depth)
-        graphs[f"{name} hidden"] = hide(graph, leaves=True, ops=gradexport.VIEW_OPS)
+        graphs[f"{name} hidden"] = hide(graph, leaves=True, ops=gradexport.constants.VIEW_OPS)
         try:
             graphs[f"{name} gradients"] = gradexport.record_gradients(case.roots, **options)
         except RuntimeError:  # freed buffers, an error node: no backward to record
@@ -50,7 +50,7 @@ CORPUS = corpus()
 
 def test_the_corpus_covers_every_documented_kind_and_record():
     kinds = {data["kind"] for graph in CORPUS.values() for _, data in graph.nodes(data=True)}
-    assert kinds == {*gradexport.KINDS, "module"}
+    assert kinds == {*gradexport.constants.KINDS, "module"}
     edge_keys = {key for graph in CORPUS.values() for *_, data in graph.edges(data=True) for key in data}
     assert {"grad", "count", "via", "shape", "dtype", "device"} <= edge_keys
     node_keys = {key for graph in CORPUS.values() for _, data in graph.nodes(data=True) for key in data}
@@ -92,7 +92,7 @@ def test_documents_that_are_not_graphs_are_clear_errors(text, message):
 
 
 def test_the_error_is_a_value_error_exported_at_the_top():
-    assert gradexport.GraphFormatError is GraphFormatError and issubclass(GraphFormatError, ValueError)
+    assert gradexport.errors.GraphFormatError is GraphFormatError and issubclass(GraphFormatError, ValueError)
     assert gradexport.formats.GraphFormatError is GraphFormatError
 
 
@@ -219,7 +219,7 @@ def test_any_change_to_a_document_either_loads_into_a_drawable_graph_or_is_refus
         assert str(error).startswith("not a gradexport graph: ") and "\n" not in str(error)
         return
     # Whatever loads, the writers draw, and it writes back what was read.
-    options = gradexport.DiagramOptions(show_saved=True, edge_shapes=True, grad_norms=True)
+    options = gradexport.options.DiagramOptions(show_saved=True, edge_shapes=True, grad_norms=True)
     to_dot(graph, options)
     to_mermaid(graph, options)
     again = std_json.loads(to_json(graph))

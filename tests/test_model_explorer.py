@@ -371,7 +371,7 @@ def test_saved_bytes_node_data_is_the_distinct_storages() -> None:
                     mine[(storage.data_ptr(), storage.nbytes())] = storage.nbytes()
         storages |= mine
         held[type(node).__name__] = held.get(type(node).__name__, 0) + sum(mine.values())
-    graph = gradexport.to_networkx(out, params={"x": x, "w": w}, saved=True)
+    graph = gradexport.to_networkx(out, params={"x": x, "w": w}, show_saved=True)
     fresh = values(mark_node_data(graph, "saved_bytes"))
     assert sum(fresh.values()) == sum(storages.values()) > 0
     totals = values(mark_node_data(graph, "saved_bytes_held"))
@@ -380,7 +380,7 @@ def test_saved_bytes_node_data_is_the_distinct_storages() -> None:
         op = graph.nodes[node]["op"]
         by_op[op] = by_op.get(op, 0) + value
     assert {op: value for op, value in by_op.items() if value} == {op: value for op, value in held.items() if value}
-    with pytest.raises(ValueError, match="saved=True"):
+    with pytest.raises(ValueError, match="show_saved=True"):
         mark_node_data(gradexport.to_networkx(out), "saved_bytes")
 
 
@@ -479,7 +479,7 @@ def _graphs_to_write() -> list[tuple[str, Any, DiagramOptions | None]]:
     found: list[tuple[str, Any, DiagramOptions | None]] = []
     for name in sorted(CASES):
         for show_none in (False, True):
-            graph = build(name, show_none=show_none, edge_metadata=show_none, saved=show_none)
+            graph = build(name, show_none=show_none, edge_metadata=show_none, show_saved=show_none)
             found += [(f"{name}/{show_none}/{option}", graph, DiagramOptions(show_none=option)) for option in (None, True, False)]
     x = torch.randn(3, requires_grad=True)
     found.append(("gradients", gradexport.record_gradients((x.exp() * x).sum(), params={"x": x}), None))

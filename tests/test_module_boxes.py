@@ -166,7 +166,7 @@ def test_bad_collapse_arguments_get_a_one_line_error(arguments: tuple, error: ty
     with pytest.raises(error, match=message) as raised:
         gradexport.collapse(*arguments)
     assert "\n" not in str(raised.value)
-    with pytest.raises(TypeError, match=r"modules must be module names or fnmatch patterns \(strings\), got 3"):
+    with pytest.raises(TypeError, match=r"^collapse: modules must hold str values, such as \[.layers\.\*.\], not 3 \(int\)"):
         gradexport.collapse(nx.MultiDiGraph(), modules=["a", 3])
 
 

@@ -224,12 +224,12 @@ def test_only_reaching_keeps_exactly_the_paths_to_a_parameter() -> None:
     torch.manual_seed(0)
     model, inputs = mlp()
     graph = gradexport.to_networkx(model(inputs).sum(), module=model)
-    reduced = gradexport.only_reaching(graph, ["2.weight"])
+    reduced = gradexport.tools.only_reaching(graph, ["2.weight"])
     (leaf,) = [node for node, names in reduced.nodes(data="names") if names]
     assert reduced.nodes[leaf]["names"] == ["2.weight"]
     assert set(reduced) == nx.ancestors(graph, leaf) | {leaf}
     with pytest.raises(KeyError, match="no node or parameter named \\['nope'\\]"):
-        gradexport.only_reaching(graph, ["nope"])
+        gradexport.tools.only_reaching(graph, ["nope"])
 
 
 def test_hide_contracts_views_preserving_indices() -> None:
@@ -237,13 +237,13 @@ def test_hide_contracts_views_preserving_indices() -> None:
     b = torch.randn(4, 3, requires_grad=True)
     product = a @ b.t().t()
     graph = gradexport.to_networkx(product.sum())
-    reduced = gradexport.hide(graph, ops=VIEW_OPS)
+    reduced = gradexport.tools.hide(graph, ops=VIEW_OPS)
     assert not any(data.get("op") in VIEW_OPS for _, data in reduced.nodes(data=True))
     kept_reachability(graph, reduced)
     mm = next(node for node, op in reduced.nodes(data="op") if op == "MmBackward0")
     edges = sorted((key, data["next_index"], data["input_nr"], data.get("via", [])) for _, _, key, data in reduced.out_edges(mm, keys=True, data=True))
     assert edges == [(0, 0, 0, []), (1, 1, 0, ["TBackward0", "TBackward0"])]
-    without_leaves = gradexport.hide(graph, leaves=True)
+    without_leaves = gradexport.tools.hide(graph, leaves=True)
     assert all(kind != "leaf" for _, kind in without_leaves.nodes(data="kind"))
     assert without_leaves.nodes[mm]["hidden_leaves"] == 1
 
@@ -255,14 +255,14 @@ def test_fit_collapses_until_within_budget_or_explains() -> None:
         output = model(inputs)
     graph = gradexport.to_networkx(output.sum(), module=model)
     assert graph.number_of_edges() > 200
-    fitted = gradexport.fit(graph, max_edges=200)
+    fitted = gradexport.tools.fit(graph, max_edges=200)
     assert fitted.number_of_edges() <= 200 and fitted.graph["collapsed_depth"] >= 1
-    assert gradexport.fit(graph, max_edges=10_000) is graph
-    with pytest.raises(gradexport.GraphTooLargeError, match="over the budget \\(nodes 1, edges 500\\); even the model folded"):
-        gradexport.fit(graph, max_nodes=1)
+    assert gradexport.tools.fit(graph, max_edges=10_000) is graph
+    with pytest.raises(gradexport.errors.GraphTooLargeError, match="over the budget \\(nodes 1, edges 500\\); even the model folded"):
+        gradexport.tools.fit(graph, max_nodes=1)
     plain = gradexport.to_networkx(model(inputs).sum())
-    with pytest.raises(gradexport.GraphTooLargeError, match="capture_modules"):
-        gradexport.fit(plain, max_edges=10)
+    with pytest.raises(gradexport.errors.GraphTooLargeError, match="capture_modules"):
+        gradexport.tools.fit(plain, max_edges=10)
 
 
 def test_a_forward_on_another_thread_during_a_capture_is_attributed_as_on_this_one():

@@ -259,7 +259,7 @@ def test_the_printed_traceback_leaves_out_gradexports_own_frames() -> None:
         return x, x.sqrt().sum()  # the user's line
 
     with torch.autograd.set_detect_anomaly(True):
-        x, loss = gradexport.run_with_large_stack(forward)
+        x, loss = gradexport.streams.run_with_large_stack(forward)
     report = gradexport.find_nonfinite(loss, params={"x": x})
     assert report is not None and "stack.py" in (report.first.traceback or "")  # the stored traceback is complete
     text = str(report)

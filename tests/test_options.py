@@ -12,7 +12,6 @@ import pytest
 import torch
 
 import gradexport
-from gradexport import GraphStream
 from gradexport.api import registry
 from gradexport.api.export import prepare
 from gradexport.api.registry import FORMATS, Format, register
@@ -20,6 +19,7 @@ from gradexport.core.options import ExportKeywords, ExportOptions, OptionWarning
 from gradexport.frontends.cli import main
 from gradexport.frontends.mkdocs.blocks import find_blocks
 from gradexport.frontends.mkdocs.runner import run_blocks
+from gradexport.streams import GraphStream
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_every_option_is_on_the_command_line_and_in_fences_unless_only_python_ca
         assert info.flag in help_text, f"--help does not list {item.name}"
         assert info.parse is not None
         text = {"direction": "LR", "depth": "1", "box_depth": "1", "prog": "dot", "dot_timeout": "30"}.get(item.name, "true")
-        formats = {"prog": "svg", "dot_timeout": "svg", "steps": "html"}.get(item.name, "mermaid")
+        formats = {"prog": "svg", "dot_timeout": "svg", "steps": "html", "edge_metadata": "json"}.get(item.name, "mermaid")
         blocks = find_blocks([f'```gradexport formats="{formats}" {item.name}="{text}"', "x = 1", "```"], "page.md")
         assert dict(blocks[0].options.export) == {item.name: info.parse(text)}
 
@@ -57,12 +57,14 @@ def test_every_option_is_on_the_command_line_and_in_fences_unless_only_python_ca
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda roots, params: gradexport.to_dot(roots, fit=False), "fit applies only to the mermaid format, not to dot"),
-        (lambda roots, params: gradexport.to_json(roots, direction="LR"), "direction applies only to diagrams"),
-        (lambda roots, params: gradexport.to_json(roots, prog="dot"), "prog applies only to the svg format"),
+        (lambda roots, params: gradexport.to_dot(roots, fit=False), "fit applies only to mermaid, not to dot"),
+        (lambda roots, params: gradexport.to_json(roots, direction="LR"), "direction applies only to dot, svg, mermaid, html, not to json"),
+        (lambda roots, params: gradexport.to_json(roots, prog="dot"), "prog applies only to svg, not to json"),
         (lambda roots, params: gradexport.to_dot(gradexport.to_networkx(roots), params=params), "params applies only while tracing roots"),
-        (lambda roots, params: gradexport.to_json(gradexport.to_networkx(roots), show_none=True), "show_none applies to diagrams"),
-        (lambda roots, params: gradexport.write(roots, "unused", "json", group_modules=False), "group_modules applies only to diagrams"),
+        (lambda roots, params: gradexport.to_json(gradexport.to_networkx(roots), show_none=True), "show_none applies only while tracing roots"),
+        (lambda roots, params: gradexport.write(roots, "unused", "json", group_modules=False), "group_modules applies only to dot, svg, mermaid, html"),
+        (lambda roots, params: gradexport.to_html(roots, box_depth=1), "box_depth applies only to dot, svg, mermaid, not to html"),
+        (lambda roots, params: gradexport.to_dot(roots, grad_norms=False), "grad_norms applies only to a graph already built"),
         (lambda roots, params: gradexport.to_dot(roots, colour="red"), "unknown option.*colour"),
     ],
 )
@@ -80,11 +82,11 @@ def test_an_option_that_applies_to_one_of_several_formats_is_taken(blog, tmp_pat
 
 
 def test_options_read_from_text_are_checked_like_keywords():
-    assert ExportOptions.from_text({"depth": "2", "direction": "rl"}, formats=["svg"], diagram_formats=["svg"]).fold.depth == 2
+    assert ExportOptions.from_text({"depth": "2", "direction": "rl"}, formats=["svg"], honoured=registry.honoured_options()).fold.depth == 2
     with pytest.raises(ValueError, match="depth='two': expected a whole number"):
-        ExportOptions.from_text({"depth": "two"}, formats=["svg"], diagram_formats=["svg"])
+        ExportOptions.from_text({"depth": "two"}, formats=["svg"], honoured=registry.honoured_options())
     with pytest.raises(TypeError, match="module can only be given from Python"):
-        ExportOptions.from_text({"module": "model"}, formats=["svg"], diagram_formats=["svg"])
+        ExportOptions.from_text({"module": "model"}, formats=["svg"], honoured=registry.honoured_options())
     with pytest.raises(ValueError, match="depth must be a whole number"):
         registry.read_options({"depth": -1}, formats=["dot"], from_roots=True)
 
@@ -119,7 +121,7 @@ def test_module_for_a_forward_pass_outside_capture_modules_warns():
 
 def test_show_with_a_bad_program_is_an_error_not_mermaid(blog):
     roots, params = blog
-    with pytest.raises(gradexport.GraphvizNotFoundError):
+    with pytest.raises(gradexport.errors.GraphvizNotFoundError):
         gradexport.show(roots, params=params, prog="/no/such/dot")
 
 
@@ -130,7 +132,7 @@ def test_cli_depth_without_a_module_and_an_option_for_no_format_are_usage_errors
     assert main([f"{user}:loss", "-f", "dot", "-o", str(tmp_path), "--depth", "1", "-q"]) == 2
     assert "--depth fold modules" in capsys.readouterr().err
     assert main([f"{user}:loss", "-f", "json", "-o", str(tmp_path), "--direction", "LR", "-q"]) == 2
-    assert "direction applies only to diagrams" in capsys.readouterr().err
+    assert "direction applies only to dot, svg, mermaid, html" in capsys.readouterr().err
     assert not list(tmp_path.glob("loss.*"))
 
 
@@ -177,7 +179,7 @@ def test_a_format_registered_once_reaches_write_and_the_command_line(blog, tmp_p
     paths = gradexport.write(roots, tmp_path, "edges,dot", params=params)
     graph = gradexport.to_networkx(roots, params=params)
     assert paths["edges"].read_text().splitlines() == [f"{u} {v} {k}" for u, v, k in graph.edges(keys=True)]
-    with pytest.raises(TypeError, match="direction applies only to diagrams"):
+    with pytest.raises(TypeError, match="direction applies only to dot, svg, mermaid, html, not to edges"):
         gradexport.write(roots, tmp_path, "edges", direction="LR")
     with pytest.raises(ValueError, match="already"):
         register(Format("edges", ".e", "again", text=_edge_lines))
@@ -219,7 +221,7 @@ def test_fold_modules_folds_by_name_in_every_entry_point(tmp_path, monkeypatch, 
     folded = gradexport.collapse(graph, modules=["1"])
     assert [data["module"] for _, data in folded.nodes(data=True) if data["kind"] == "module"] == ["1"]
     assert gradexport.to_dot(loss, module=model, fold_modules="1") == gradexport.to_dot(folded)
-    assert ExportOptions.from_text({"fold_modules": "1, 0"}, formats=["dot"], diagram_formats=["dot"]).fold.fold_modules == ("1", "0")
+    assert ExportOptions.from_text({"fold_modules": "1, 0"}, formats=["dot"], honoured=registry.honoured_options()).fold.fold_modules == ("1", "0")
     monkeypatch.setattr(sys, "path", list(sys.path))
     user = tmp_path / "user.py"
     user.write_text(

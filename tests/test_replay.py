@@ -55,7 +55,7 @@ def test_replay_leaves_the_grads_backward_leaves(name: str) -> None:
     try:
         expected = engine_backward(case, grad_outputs)
     except RuntimeError as engine_error:
-        with pytest.raises(gradexport.ReplayError) as caught:
+        with pytest.raises(gradexport.errors.ReplayError) as caught:
             gradexport.replay(case.roots, grad_outputs)
         assert str(engine_error).split(".")[0] in str(caught.value)
         return
@@ -299,7 +299,7 @@ def test_deep_chain_replays_without_recursion() -> None:
         record = gradexport.replay(y.sum())
         return len(record.steps) == 1502 and torch.equal(x.grad, expected)
 
-    assert gradexport.run_with_large_stack(run)
+    assert gradexport.streams.run_with_large_stack(run)
 
 
 # ------------------------------------------------------------------ where replay refuses
@@ -309,7 +309,7 @@ def test_freed_graph_names_the_node() -> None:
     x = torch.randn(3, requires_grad=True)
     loss = (x * x.exp()).sum()
     loss.backward()
-    with pytest.raises(gradexport.ReplayError, match=r"node n2 \(MulBackward0\).*backward through the graph a second time") as caught:
+    with pytest.raises(gradexport.errors.ReplayError, match=r"node n2 \(MulBackward0\).*backward through the graph a second time") as caught:
         gradexport.replay(loss)
     assert (caught.value.node, caught.value.op) == ("n2", "MulBackward0")
 
@@ -332,14 +332,14 @@ def test_error_node_is_refused_before_anything_runs() -> None:
     (grad,) = torch.autograd.grad(Square.apply(x), x, torch.ones(3, requires_grad=True), create_graph=True)
     with pytest.raises(RuntimeError, match="once_differentiable"):
         grad.sum().backward(retain_graph=True)  # the engine fails too
-    with pytest.raises(gradexport.ReplayError, match=r"\(Error\).*raises when backward reaches it"):
+    with pytest.raises(gradexport.errors.ReplayError, match=r"\(Error\).*raises when backward reaches it"):
         gradexport.replay(grad.sum())
     assert x.grad is None
 
 
 def test_op_without_derivative_names_the_node() -> None:
     a = torch.rand(3, requires_grad=True)
-    with pytest.raises(gradexport.ReplayError, match=r"\(IgammaBackward0\).*not implemented"):
+    with pytest.raises(gradexport.errors.ReplayError, match=r"\(IgammaBackward0\).*not implemented"):
         gradexport.replay(torch.igamma(a, torch.rand(3)).sum())
 
 
@@ -377,7 +377,7 @@ def test_hooks_are_detected_and_refused(build: Callable[[torch.Tensor], Any]) ->
     x = torch.randn(3, requires_grad=True)
     roots = build(x)
     grad_outputs = torch.ones(3) if roots.dim() else None
-    with pytest.raises(gradexport.ReplayError, match="hook.*record_gradients"):
+    with pytest.raises(gradexport.errors.ReplayError, match="hook.*record_gradients"):
         gradexport.replay(roots, grad_outputs)
     assert x.grad is None  # refused before any node ran
 
@@ -396,5 +396,5 @@ def test_custom_op_without_autograd_names_the_node() -> None:
         return value * 2
 
     x = torch.randn(3, requires_grad=True)
-    with pytest.raises(gradexport.ReplayError, match=r"node n2 \(.*twice.*\).*no autograd formula"):
+    with pytest.raises(gradexport.errors.ReplayError, match=r"node n2 \(.*twice.*\).*no autograd formula"):
         gradexport.replay(twice(x).sum())

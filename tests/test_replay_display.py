@@ -49,7 +49,7 @@ def _parse(html: str) -> _Tables:
     return parser
 
 
-def _model_replay(width: int = 8) -> tuple[gradexport.Replay, nn.Module]:
+def _model_replay(width: int = 8) -> tuple[gradexport.records.Replay, nn.Module]:
     torch.manual_seed(0)
     model = nn.Sequential(*[nn.Linear(width, width) for _ in range(6)])
     return gradexport.replay(model(torch.randn(4, width)).sum(), module=model), model

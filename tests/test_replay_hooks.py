@@ -177,7 +177,7 @@ def test_a_failing_tensor_hook_names_the_node() -> None:
         raise ValueError("hook failed on purpose")
 
     hidden.register_hook(broken)
-    with pytest.raises(gradexport.ReplayError, match=r"\(MulBackward0\).*tensor hook.*hook failed on purpose"):
+    with pytest.raises(gradexport.errors.ReplayError, match=r"\(MulBackward0\).*tensor hook.*hook failed on purpose"):
         gradexport.replay((hidden * 1).sum())
 
 

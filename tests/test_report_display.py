@@ -65,7 +65,7 @@ def test_saved_memory_html_escapes_module_names() -> None:
     model = Hostile()
     with gradexport.capture_modules():
         loss = model(torch.ones(2, 4))
-    report = gradexport.saved_memory(loss, module=model)
+    report = gradexport.tools.saved_memory(loss, module=model)
     page = read(report._repr_html_())
     assert "script" not in page.tags and "table" in page.tags
     text = "".join(page.text)
@@ -75,7 +75,7 @@ def test_saved_memory_html_escapes_module_names() -> None:
 def test_diff_summary_is_its_text_and_shows_as_a_table() -> None:
     x = torch.ones(3, requires_grad=True)
     graph = gradexport.diff((x * 2).sum(), (x * 2).exp().sum())
-    summary = gradexport.describe_diff(graph)
+    summary = gradexport.records.describe_diff(graph)
     assert isinstance(summary, str) and str(summary).startswith("nodes: 4 same")
     assert summary.counts["nodes"]["added"] == sum(1 for _, state in graph.nodes(data="diff") if state == "added")
     assert repr(summary) == f"DiffSummary({summary.splitlines()[0]})"

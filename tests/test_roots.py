@@ -11,7 +11,8 @@ import torch
 from torch_versions import needs_input_metadata
 
 import gradexport
-from gradexport import RootError, collect_roots
+from gradexport.errors import RootError
+from gradexport.streams import collect_roots
 
 
 def test_a_root_list_that_contains_itself_is_refused_without_growing_memory():
@@ -28,13 +29,13 @@ def test_a_root_list_that_contains_itself_is_refused_without_growing_memory():
         roots.append(roots)
         try:
             gradexport.to_networkx(roots)
-        except gradexport.RootError as error:
+        except gradexport.errors.RootError as error:
             print(error)
         nested = {"a": [y]}
         nested["a"].append({"b": nested})
         try:
-            gradexport.collect_roots(nested)
-        except gradexport.RootError as error:
+            gradexport.streams.collect_roots(nested)
+        except gradexport.errors.RootError as error:
             print(error)
         """
     )

@@ -38,7 +38,7 @@ def test_known_saved_tensors() -> None:
     y = torch.randn(4, 4, requires_grad=True)
     z = x * y  # saves x and y
     e = z.exp()  # saves its result e
-    graph = gradexport.to_networkx((e * e).sum(), saved=True)  # e * e saves e twice
+    graph = gradexport.to_networkx((e * e).sum(), show_saved=True)  # e * e saves e twice
     assert graph.graph["saved_bytes"] == storage_bytes(x, y, e) == 3 * 64
     assert sum(data.get("saved_bytes", 0) for _, data in graph.nodes(data=True)) == graph.graph["saved_bytes"]
 
@@ -46,7 +46,7 @@ def test_known_saved_tensors() -> None:
 def test_views_of_one_storage_count_once() -> None:
     x = torch.randn(8, requires_grad=True)
     base = x.clone()  # a non-leaf that saves nothing, so the halves are views of its storage
-    graph = gradexport.to_networkx((base[:4] * base[4:]).sum(), saved=True)
+    graph = gradexport.to_networkx((base[:4] * base[4:]).sum(), show_saved=True)
     assert graph.graph["saved_bytes"] == storage_bytes(base) == 32
     (mul,) = [data for _, data in graph.nodes(data=True) if data.get("op") == "MulBackward0" and data["saved_bytes"]]
     assert mul["saved_bytes"] == 32 and mul["saved_bytes_shared"] == 0
@@ -55,7 +55,7 @@ def test_views_of_one_storage_count_once() -> None:
 @pytest.mark.parametrize("name", ["mlp_tied", "multihead_attention", "lstm", "custom_function", "multi_output", "copy_slices", "double_backward"])
 def test_total_and_per_node_against_torch_saved_tensors(name: str) -> None:
     case = CASES[name]()
-    result = trace(case.roots, saved=True)
+    result = trace(case.roots, show_saved=True)
     everything: list[torch.Tensor] = []
     for node, node_id in result.ids.items():
         tensors = saved_tensors_of(node)
@@ -75,7 +75,7 @@ def test_non_reentrant_checkpoint_is_not_recomputed_and_not_counted() -> None:
 
     inputs = torch.randn(2, 3, requires_grad=True)
     out = checkpoint.checkpoint(region, inputs, use_reentrant=False)
-    graph = gradexport.to_networkx(out.sum(), saved=True)
+    graph = gradexport.to_networkx(out.sum(), show_saved=True)
     assert calls == [1]  # reading the sizes did not unpack (and so recompute) the region
     assert graph.graph["saved_bytes"] == 0
     assert all(data.get("saved_bytes", 0) == 0 for _, data in graph.nodes(data=True))
@@ -85,7 +85,7 @@ def test_freed_buffers_hold_nothing() -> None:
     x = torch.randn(3, requires_grad=True)
     loss = x.exp().sum()
     loss.backward()
-    assert gradexport.to_networkx(loss, saved=True).graph["saved_bytes"] == 0
+    assert gradexport.to_networkx(loss, show_saved=True).graph["saved_bytes"] == 0
 
 
 class Block(nn.Module):
@@ -103,14 +103,14 @@ def test_saved_memory_ranks_nodes_and_modules() -> None:
     model = nn.Sequential(Block(16), Block(64))
     with gradexport.capture_modules():
         loss = model(torch.randn(32, 8)).pow(2).sum()
-    result = trace(loss, module=model, saved=True)
+    result = trace(loss, module=model, show_saved=True)
     weights = {t.untyped_storage().data_ptr() for t in model.parameters()}
 
     def activations(node: Node) -> list[torch.Tensor]:
         return [t for t in saved_tensors_of(node) if t.untyped_storage().data_ptr() not in weights]
 
     truth_by_node = {node_id: storage_bytes(*activations(node)) if activations(node) else 0 for node, node_id in result.ids.items()}
-    report = gradexport.saved_memory(result.graph, top=3)
+    report = gradexport.tools.saved_memory(result.graph, top=3)
     assert report.total == storage_bytes(*[t for node in result.ids for t in saved_tensors_of(node)])
     assert report.activations == storage_bytes(*[t for node in result.ids for t in activations(node)])
     assert report.activations + report.parameters == report.total and report.buffers == 0
@@ -119,23 +119,23 @@ def test_saved_memory_ranks_nodes_and_modules() -> None:
     # The widest layer's tanh output (32 x 64 float32) is the largest saved activation.
     assert report.nodes[0].module in {"1.up", "1.down", "1"}
     assert report.modules[0][0] in {"1", "1.up", "1.down"}
-    assert sum(size for _, size in gradexport.saved_memory(result.graph, top=100).modules) <= report.activations
+    assert sum(size for _, size in gradexport.tools.saved_memory(result.graph, top=100).modules) <= report.activations
     text = str(report)
     assert report.nodes[0].node in text and "top modules" in text
 
 
 def test_saved_memory_errors() -> None:
     x = torch.randn(3, requires_grad=True)
-    with pytest.raises(ValueError, match="saved=True"):
-        gradexport.saved_memory(gradexport.to_networkx(x.exp().sum()))
+    with pytest.raises(ValueError, match="show_saved=True"):
+        gradexport.tools.saved_memory(gradexport.to_networkx(x.exp().sum()))
     with pytest.raises(ValueError, match="top"):
-        gradexport.saved_memory(x.exp().sum(), top=0)
+        gradexport.tools.saved_memory(x.exp().sum(), top=0)
 
 
 def test_saved_memory_from_roots() -> None:
     x = torch.randn(16, requires_grad=True)
     y = x.exp()
-    report: Any = gradexport.saved_memory(y.sum())
+    report: Any = gradexport.tools.saved_memory(y.sum())
     assert report.total == storage_bytes(y)
 
 
@@ -172,7 +172,7 @@ def test_activations_apart_from_parameters_and_buffers_agree_with_saved_tensor_h
     assert truth["parameters"] and truth["buffers"] and truth["activations"]  # the case has all three
     with gradexport.capture_modules():
         loss = model(images).sum()
-    report = gradexport.saved_memory(loss, module=model)
+    report = gradexport.tools.saved_memory(loss, module=model)
     assert (report.activations, report.parameters, report.buffers) == (truth["activations"], truth["parameters"], truth["buffers"])
     assert report.total == storage_bytes(*seen)
     text = str(report)
@@ -203,11 +203,11 @@ def _report_cases() -> list[tuple[str, Any, dict[str, Any]]]:
 
 @pytest.mark.filterwarnings("ignore:.*named no backward node")
 def test_report_from_roots_is_the_report_from_their_graph() -> None:
-    """saved_memory(roots) walks without building the graph: it must say what the graph built with saved=True says."""
+    """saved_memory(roots) walks without building the graph: it must say what the graph built with show_saved=True says."""
     for name, roots, options in _report_cases():
-        graph = gradexport.to_networkx(roots, saved=True, **options)
+        graph = gradexport.to_networkx(roots, show_saved=True, **options)
         for top in (1, 2, 10, 10**6):
-            assert gradexport.saved_memory(roots, top, **options) == gradexport.saved_memory(graph, top), (name, top)
+            assert gradexport.tools.saved_memory(roots, top, **options) == gradexport.tools.saved_memory(graph, top), (name, top)
 
 
 @pytest.mark.parametrize("name", [name for name in CASES if name != "checkpoint_non_reentrant"])  # reading that one would recompute
@@ -215,7 +215,7 @@ def test_saved_nodes_against_torch_saved_tensors(name: str) -> None:
     """Every node's own and shared bytes from the lean walk, under the graph's ids, against torch's saved tensors."""
     case = CASES[name]()
     ids = trace(case.roots).ids
-    stream = GraphStream(case.roots, saved=True)
+    stream = GraphStream(case.roots, show_saved=True)
     held = {node_id: own + shared for node_id, _, _, own, shared in stream.saved_nodes()}
     everything: list[torch.Tensor] = []
     for node, node_id in ids.items():
@@ -236,5 +236,5 @@ def test_saved_memory_from_roots_does_not_unpack_hooked_tensors_and_warns_like_t
 
     out = checkpoint.checkpoint(region, torch.randn(2, 3, requires_grad=True), use_reentrant=False)
     with pytest.warns(UserWarning, match="to_networkx: module= named no backward node"):
-        report = gradexport.saved_memory(out.sum(), module=layer)
+        report = gradexport.tools.saved_memory(out.sum(), module=layer)
     assert calls == [1] and report.total == 0

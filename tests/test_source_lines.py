@@ -113,7 +113,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> tuple[ModuleType, Path,
     return module, path, markers
 
 
-def _sources(graph: gradexport.GraphStream | object) -> dict[str, tuple[str, str, str]]:
+def _sources(graph: gradexport.streams.GraphStream | object) -> dict[str, tuple[str, str, str]]:
     assert hasattr(graph, "nodes")
     return {
         node: (data["op"], data["source"], data["source_code"])
@@ -141,7 +141,7 @@ def _check(graph: object, path: Path, markers: dict[int, str], wanted: set[str],
 def test_each_op_on_its_own_line(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, markers = program
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         out = module.ops(x)
     graph = gradexport.to_networkx(out)
     _check(graph, path, markers, {"mul", "exp", "sum"})
@@ -151,7 +151,7 @@ def test_each_op_on_its_own_line(program: tuple[ModuleType, Path, dict[int, str]
 def test_module_forward_loop_and_lambda(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, markers = program
     x = torch.randn(2, 3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         out = module.square(module.loop(module.Block()(x)))
     graph = gradexport.to_networkx(out)
     _check(graph, path, markers, {"linear", "tanh", "sin", "lambda"})
@@ -163,13 +163,13 @@ def test_module_forward_loop_and_lambda(program: tuple[ModuleType, Path, dict[in
 def test_compiled_function_is_one_line_and_does_not_break_the_graph(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, markers = program
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         out = module.compiled_call(x)
     graph = gradexport.to_networkx(out)
     _check(graph, path, markers, {"compiled", "compiled_sum"})
     # Dynamo traces the same single graph with the mode on as without it.
     counter = CompileCounter()
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         explained = torch._dynamo.explain(module.body)(x)
         torch.compile(module.body, backend=counter)(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
@@ -179,7 +179,7 @@ def test_compiled_function_is_one_line_and_does_not_break_the_graph(program: tup
 def test_custom_function_and_checkpoints(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, markers = program
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         custom = module.custom(x)
         checkpointed = module.checkpointed(x)
     _check(gradexport.to_networkx(custom), path, markers, {"custom", "custom_mean"})
@@ -198,7 +198,7 @@ def test_path_is_relative_inside_the_working_directory(
     module, path, markers = program
     monkeypatch.chdir(path.parent)
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         out = module.ops(x)
     _check(gradexport.to_networkx(out), path, markers, {"mul", "exp", "sum"}, shown="user_program.py")
 
@@ -206,7 +206,7 @@ def test_path_is_relative_inside_the_working_directory(
 def test_stack_keeps_every_user_frame(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, _ = program
     x = torch.randn(2, 3, requires_grad=True)
-    with gradexport.capture_source(stack=True):
+    with gradexport.tools.capture_source(stack=True):
         out = module.Block()(x)  # this test's line is the outer frame
     tanh = next(data for _, data in gradexport.to_networkx(out).nodes(data=True) if data.get("op") == "TanhBackward0")
     inner, outer = tanh["source_stack"][:2]  # then pytest's frames
@@ -218,13 +218,13 @@ def test_stack_keeps_every_user_frame(program: tuple[ModuleType, Path, dict[int,
 def test_no_source_without_the_context(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, _, _ = program
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         pass
     graph = gradexport.to_networkx(module.ops(x))
     assert not [node for node, data in graph.nodes(data=True) if any(key.startswith("source") for key in data)]
     # Nodes made before the block are not claimed by it.
     before = module.ops(x)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         after = before * 1
     claimed = {data["op"] for _, data in gradexport.to_networkx(after).nodes(data=True) if "source" in data}
     assert claimed == {"MulBackward0"}
@@ -243,7 +243,7 @@ def test_no_cost_when_unused(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.randn(3, requires_grad=True)
     library.to_networkx((x * 2).sum())
     assert read == []
-    with library.capture_source():
+    with library.tools.capture_source():
         y = (x * 2).sum()
     library.to_networkx(y)
     assert len(read) == 2
@@ -253,7 +253,7 @@ def test_no_cost_when_unused(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_nests_with_capture_modules() -> None:
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh())
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         out = model(torch.randn(1, 3)).sum()
     graph = gradexport.to_networkx(out, module=model)
     tanh = next(data for _, data in graph.nodes(data=True) if data.get("op") == "TanhBackward0")
@@ -263,6 +263,6 @@ def test_nests_with_capture_modules() -> None:
 def test_nested_blocks_keep_the_inner_line(program: tuple[ModuleType, Path, dict[int, str]]) -> None:
     module, path, markers = program
     x = torch.randn(3, requires_grad=True)
-    with gradexport.capture_source(), gradexport.capture_source():
+    with gradexport.tools.capture_source(), gradexport.tools.capture_source():
         out = module.ops(x)
     _check(gradexport.to_networkx(out), path, markers, {"mul", "exp", "sum"})

@@ -32,7 +32,7 @@ def _line_of(text: str) -> str:
 
 def _captured() -> tuple[Any, torch.nn.Module]:
     model = _model()
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         hidden = model(torch.randn(2, 3))
         loss = hidden.pow(2).mean()
     return gradexport.to_networkx(loss, module=model), model
@@ -74,13 +74,13 @@ def test_json_refuses_a_source_of_the_wrong_type() -> None:
     document = json.loads(gradexport.to_json(graph))
     node = next(node for node in document["nodes"] if "source" in node)
     node["source"] = 12
-    with pytest.raises(gradexport.GraphFormatError, match=r"source: expected str"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match=r"source: expected str"):
         gradexport.from_json(json.dumps(document))
 
 
 def test_model_explorer_nodes_carry_the_source() -> None:
     graph, _ = _captured()
-    collection = gradexport.to_model_explorer(graph)
+    collection = gradexport.tools.to_model_explorer(graph)
     assert isinstance(collection, graph_builder.GraphCollection)
     attributes = {
         node.id: {item.key: item.value for item in node.attrs} for node in collection.graphs[0].nodes
@@ -91,7 +91,7 @@ def test_model_explorer_nodes_carry_the_source() -> None:
 
 def test_find_nonfinite_names_the_origins_line_without_anomaly_mode() -> None:
     x = torch.tensor([0.0, 1.0], requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         logged = x.log()  # the origin: log at 0 has an infinite gradient
         loss = logged.sum()
     report = gradexport.find_nonfinite(loss)
@@ -104,15 +104,15 @@ def test_find_nonfinite_names_the_origins_line_without_anomaly_mode() -> None:
 
 def test_diff_says_which_line_changed() -> None:
     x = torch.ones(3, requires_grad=True)
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         before = x.relu().sum()
-    with gradexport.capture_source():
+    with gradexport.tools.capture_source():
         after = x.tanh().sum()
     merged = gradexport.diff(gradexport.to_networkx(before, params={"x": x}), gradexport.to_networkx(after, params={"x": x}))
     changed = [data for _, data in merged.nodes(data=True) if data["diff"] == "changed"]
     assert [data["op"] for data in changed] == ["TanhBackward0"]
     assert changed[0]["source_code"] == "after = x.tanh().sum()"
-    assert f"at {changed[0]['source']}" in gradexport.describe_diff(merged)
+    assert f"at {changed[0]['source']}" in gradexport.records.describe_diff(merged)
 
 
 @pytest.mark.browser

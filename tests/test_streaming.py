@@ -29,7 +29,7 @@ def walk_options(options: dict[str, object]) -> dict[str, bool]:
     """What the export functions trace roots with for these diagram options."""
     return {
         "show_none": bool(options.get("show_none")),
-        "saved": bool(options.get("show_saved")),
+        "show_saved": bool(options.get("show_saved")),
         "edge_metadata": bool(options.get("edge_shapes")),
     }
 
@@ -131,7 +131,7 @@ def test_a_stream_is_walked_once() -> None:
 
 
 def test_bad_roots_fail_before_any_text_is_written() -> None:
-    with pytest.raises(gradexport.RootError, match="gradexport.to_dot"):
+    with pytest.raises(gradexport.errors.RootError, match="gradexport.to_dot"):
         gradexport.to_dot([torch.ones(2)])
 
 
@@ -178,7 +178,7 @@ def chain_to_dot(length: int) -> tuple[int, int]:
 @pytest.mark.slow
 def test_a_deep_chain_is_drawn_from_its_root() -> None:
     # 200,000 steps: well past any recursion limit, and freed on the large stack.
-    edges, labelled = gradexport.run_with_large_stack(chain_to_dot, 200_000)
+    edges, labelled = gradexport.streams.run_with_large_stack(chain_to_dot, 200_000)
     assert edges == 200_001 and labelled == 200_002 + 200_001
 
 

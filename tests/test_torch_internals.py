@@ -90,7 +90,7 @@ def test_an_orphaned_function_node_is_refused_as_a_root_where_torch_keeps_nothin
         graph = gradexport.to_networkx(node)
         assert sorted(graph.nodes[n]["kind"] for n in graph) == ["backward", "leaf"]  # the node and x's AccumulateGrad
     else:
-        with pytest.raises(gradexport.RootError, match="output tensors were all freed"):
+        with pytest.raises(gradexport.errors.RootError, match="output tensors were all freed"):
             gradexport.to_networkx(node)
 
 

@@ -76,10 +76,10 @@ def _owner_key(name: str) -> str:
 def test_every_reason_agrees_with_backward() -> None:
     model = Net()
     x = torch.randn(4, 3)
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         main, _ = model(x)
         loss = main.sum()
-    report = gradexport.unreached(loss, module=model)
+    report = gradexport.tools.unreached(loss, module=model)
     reasons = {record.name: record.reason for record in report.unreached}
     assert {_owner_key(name): reason for name, reason in reasons.items()} == EXPECTED
     assert set(gradexport.tracing.unreached.REASONS) - set(EXPECTED.values()) == {"unknown", "behind_checkpoint"}
@@ -92,16 +92,16 @@ def test_every_reason_agrees_with_backward() -> None:
 
 def test_cut_records_name_the_op_and_line() -> None:
     model = Net()
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         main, _ = model(torch.randn(4, 3))
-    records = {record.name: record for record in gradexport.unreached(main.sum(), module=model).unreached}
+    records = {record.name: record for record in gradexport.tools.unreached(main.sum(), module=model).unreached}
     lines, start = inspect.getsourcelines(Net.forward)
     line_of = {text: start + index for index, line in enumerate(lines) for text in ("argmax", ".detach()", "> 0") if text in line}
     here = Path(__file__).resolve().relative_to(Path.cwd())
     assert records["argmaxed.weight"].op == "argmax" and records["argmaxed.weight"].source == f"{here}:{line_of['argmax']}"
     assert records["detached.bias"].op == "detach" and records["detached.bias"].source == f"{here}:{line_of['.detach()']}"
     assert records["compared.weight"].source == f"{here}:{line_of['> 0']}"
-    text = str(gradexport.unreached(main.sum(), module=model))
+    text = str(gradexport.tools.unreached(main.sum(), module=model))
     assert "skipped.weight (module skipped): its module's forward never ran" in text
     assert "need no gradient (requires_grad=False): frozen.weight, frozen.bias" in text
 
@@ -111,7 +111,7 @@ def test_without_capture_the_reason_is_unknown_and_still_exact() -> None:
     with gradexport.capture_modules():
         pass  # an empty block: nothing recorded
     main, _ = model(torch.randn(4, 3))
-    report = gradexport.unreached(main.sum(), module=model)
+    report = gradexport.tools.unreached(main.sum(), module=model)
     assert {record.reason for record in report.unreached} == {"unknown"}
     main.sum().backward()
     assert {r.name for r in report.unreached} == {n for n, p in model.named_parameters() if p.requires_grad and p.grad is None}
@@ -121,14 +121,14 @@ def test_all_reached_and_params() -> None:
     model = nn.Linear(3, 1)
     extra = torch.ones(1, requires_grad=True)
     other = torch.ones(1, requires_grad=True)
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         loss = (model(torch.ones(2, 3)) * extra).sum()
         with torch.no_grad():
             other * 2
-    report = gradexport.unreached(loss, module=model, params={"extra": extra, "other": other})
+    report = gradexport.tools.unreached(loss, module=model, params={"extra": extra, "other": other})
     assert [(r.name, r.module, r.reason) for r in report.unreached] == [("other", None, "no_grad")]
     assert report.reached == 3
-    only_model = gradexport.unreached(loss, module=model)
+    only_model = gradexport.tools.unreached(loss, module=model)
     assert only_model.unreached == () and str(only_model) == "all 2 trainable parameter(s) are reached by the roots"
 
 
@@ -155,7 +155,7 @@ def _checkpointed(seed: int) -> tuple[nn.ModuleDict, torch.Tensor]:
 
     torch.manual_seed(seed)
     model = nn.ModuleDict({"gated": Gated(), "skipped": nn.Linear(3, 3)})
-    with gradexport.capture_modules(), gradexport.capture_source():
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
         loss = checkpoint(model["gated"], torch.randn(2, 3, requires_grad=True), use_reentrant=True).sum()
     return model, loss
 
@@ -165,7 +165,7 @@ def _checkpointed(seed: int) -> tuple[nn.ModuleDict, torch.Tensor]:
 def test_a_reentrant_checkpoint_region_is_retraced_and_agrees_with_backward() -> None:
     model, loss = _checkpointed(0)
     state = torch.get_rng_state()
-    report = gradexport.unreached(loss, module=model)
+    report = gradexport.tools.unreached(loss, module=model)
     assert torch.equal(torch.get_rng_state(), state), "re-tracing leaves the caller's random state as it was"
     loss.backward()
     with_grad = {name for name, parameter in model.named_parameters() if parameter.grad is not None}
@@ -185,7 +185,7 @@ def test_a_reentrant_checkpoint_region_is_retraced_and_agrees_with_backward() ->
 def test_after_backward_a_reentrant_checkpoint_is_a_doubt_not_a_verdict() -> None:
     model, loss = _checkpointed(0)
     loss.backward()  # frees the region's saved inputs: it can no longer be re-traced
-    records = {record.name: record.reason for record in gradexport.unreached(loss, module=model).unreached}
+    records = {record.name: record.reason for record in gradexport.tools.unreached(loss, module=model).unreached}
     assert records["gated.inner.weight"] == "behind_checkpoint" and records["skipped.weight"] == "module_not_called"
     assert model["gated"].inner.weight.grad is not None and model["skipped"].weight.grad is None  # why it is only a doubt
 
@@ -197,7 +197,7 @@ def test_retrace_checkpoint_remakes_the_region_backward_runs() -> None:
     torch.manual_seed(1)
     block = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Tanh())
     out = checkpoint(block, torch.randn(4, 3, requires_grad=True), use_reentrant=True)
-    region = gradexport.retrace_checkpoint(out)
+    region = gradexport.tools.retrace_checkpoint(out)
     assert region.node is out.grad_fn and len(region.outputs) == 1
     assert torch.equal(region.outputs[0], out)
     graph = gradexport.to_networkx(region.outputs, params=dict(block.named_parameters()))
@@ -205,9 +205,9 @@ def test_retrace_checkpoint_remakes_the_region_backward_runs() -> None:
     out.sum().backward()
     assert leaves == {name for name, parameter in block.named_parameters() if parameter.grad is not None} == {"0.weight", "0.bias"}
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
-        gradexport.retrace_checkpoint(out)
-    with pytest.raises(gradexport.ArgumentValueError, match="retrace_checkpoint: target is not a reentrant checkpoint"):
-        gradexport.retrace_checkpoint(block[0](torch.ones(1, 3)))
+        gradexport.tools.retrace_checkpoint(out)
+    with pytest.raises(gradexport.errors.ArgumentValueError, match="retrace_checkpoint: target is not a reentrant checkpoint"):
+        gradexport.tools.retrace_checkpoint(block[0](torch.ones(1, 3)))
 
 
 PROGRAM = textwrap.dedent(

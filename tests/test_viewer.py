@@ -120,7 +120,7 @@ def test_the_page_holds_next_functions_as_torch_has_them(name):
 @pytest.mark.parametrize("name", sorted(FORMAT_CASES))
 def test_the_page_holds_every_attribute_of_the_graph_model(name):
     case = FORMAT_CASES[name]()
-    graph = gradexport.to_networkx(case.roots, params=case.params or None, module=case.module, saved=True, edge_metadata=True)
+    graph = gradexport.to_networkx(case.roots, params=case.params or None, module=case.module, show_saved=True, edge_metadata=True)
     data = page_data(to_html(graph))
     assert decoded_nodes(data) == as_json(dict(graph.nodes(data=True)))
     assert sorted(map(json.dumps, decoded_edges(data))) == sorted(json.dumps(as_json(edge)) for edge in graph.edges(keys=True, data=True))
@@ -216,7 +216,7 @@ def test_too_large_is_an_error_before_anything_is_written(tmp_path, monkeypatch)
     graph = gradexport.to_networkx(y.sum())
     with pytest.raises(ViewerTooLargeError, match=r"over 6 nodes.*at most 5 nodes.*gradexport.collapse") as error:
         write_html(graph, tmp_path / "page.html")
-    assert isinstance(error.value, gradexport.GraphTooLargeError)
+    assert isinstance(error.value, gradexport.errors.GraphTooLargeError)
     assert not (tmp_path / "page.html").exists() and list(tmp_path.iterdir()) == []
     buffer = io.StringIO()
     with pytest.raises(ViewerTooLargeError):

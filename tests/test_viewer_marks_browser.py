@@ -47,7 +47,7 @@ class Sqrt(nn.Module):
         return torch.sqrt(x)
 
 
-def nonfinite_report() -> gradexport.NonfiniteReport:
+def nonfinite_report() -> gradexport.records.NonfiniteReport:
     torch.manual_seed(0)
     blocks: list[nn.Module] = [nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(BLOCKS)]
     sick = nn.Sequential(nn.Linear(4, 4), Sqrt())
@@ -273,7 +273,7 @@ def test_saved_bytes_line_and_bar(open_page, tmp_path):  # noqa: F811
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
     with gradexport.capture_modules():
         out = model(torch.randn(5, 8)).sum()
-    graph = gradexport.to_networkx(out, module=model, saved=True)
+    graph = gradexport.to_networkx(out, module=model, show_saved=True)
     saved = {node: count for node, count in graph.nodes(data="saved_bytes") if count is not None}
     assert any(saved.values())
     write_html(graph, tmp_path / "saved.html", DiagramOptions(saved_bytes=True))
@@ -307,7 +307,7 @@ def test_every_node_looks_as_the_dot_writer_draws_it(marked_pages, open_page, tm
         const shape = g.querySelector('.gx-shape');
         return [g.dataset.id, [g.querySelector('text').textContent, shape.getAttribute('fill'), shape.getAttribute('stroke')]]; }))"""
     )
-    dot = gradexport.to_pydot(graph, exec_order=options.exec_order)
+    dot = gradexport.tools.to_pydot(graph, exec_order=options.exec_order)
     defaults = next(node for node in dot.get_node_list() if node.get_name() == "node").get_attributes()
     seen = 0
     for node in _dot_nodes(dot):

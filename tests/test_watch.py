@@ -156,7 +156,7 @@ def deep(activation: type[nn.Module], depth: int, width: int = 32) -> nn.Module:
     return nn.Sequential(*layers, nn.Linear(width, 1))
 
 
-def watch_training(model: nn.Module, steps: int = 10) -> gradexport.WatchHistory:
+def watch_training(model: nn.Module, steps: int = 10) -> gradexport.records.WatchHistory:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     generator = torch.Generator().manual_seed(3)
     with gradexport.watch(model, optimizer=optimizer) as watched:
@@ -227,7 +227,7 @@ def test_a_structure_change_is_reported_and_traced_again() -> None:
         for step in range(4):
             model(torch.randn(2, 4), use_b=step >= 2).sum().backward()
             if step == 2:
-                with pytest.warns(gradexport.StructureChangedWarning, match="structure changed"):
+                with pytest.warns(gradexport.errors.StructureChangedWarning, match="structure changed"):
                     watched.step()
             else:
                 watched.step()
@@ -248,10 +248,10 @@ def test_the_reader_ignores_a_torn_last_line_but_not_a_broken_one(tmp_path: Path
     assert load_watch(path).steps == [0, 1, 2]
     lines = whole.split(b"\n")
     path.write_bytes(b"\n".join([*lines[:2], b"{broken", *lines[2:]]))
-    with pytest.raises(gradexport.GraphFormatError, match="line 3"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match="line 3"):
         load_watch(path)
     path.write_bytes(b'{"kind": "step"}\n')
-    with pytest.raises(gradexport.GraphFormatError, match="header"):
+    with pytest.raises(gradexport.errors.GraphFormatError, match="header"):
         load_watch(path)
 
 

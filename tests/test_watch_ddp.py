@@ -65,7 +65,7 @@ def test_each_rank_records_its_own_gradients_and_writes_by_option(tmp_path: Path
         _, err = process.communicate(timeout=120)
         assert process.returncode == 0, err.decode()[-2000:]
     assert sorted(path.name for path in tmp_path.glob("*.jsonl")) == ["each.rank0.jsonl", "each.rank1.jsonl", "zero.jsonl"]
-    histories = [gradexport.load_watch(tmp_path / f"each.rank{rank}.jsonl") for rank in (0, 1)]
+    histories = [gradexport.records.load_watch(tmp_path / f"each.rank{rank}.jsonl") for rank in (0, 1)]
     expected = [json.loads((tmp_path / f"expected{rank}.json").read_text()) for rank in (0, 1)]
     for rank, (history, want) in enumerate(zip(histories, expected)):
         assert history.header["rank"] == rank and history.header["world_size"] == 2
@@ -81,4 +81,4 @@ def test_each_rank_records_its_own_gradients_and_writes_by_option(tmp_path: Path
     flat = [[value for row in history.param_table("norm").rows for value in row] for history in histories]
     assert flat[0] == pytest.approx(flat[1], rel=1e-6)
     assert histories[0].module_norms(0)["module.0"] != pytest.approx(histories[1].module_norms(0)["module.0"], rel=1e-3)
-    assert gradexport.load_watch(tmp_path / "zero.jsonl").param_table("norm").rows == histories[0].param_table("norm").rows
+    assert gradexport.records.load_watch(tmp_path / "zero.jsonl").param_table("norm").rows == histories[0].param_table("norm").rows

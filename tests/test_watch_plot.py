@@ -1,4 +1,4 @@
-"""`gradexport.plot_flow`: the bars and the heat map hold what torch gave in the training loop, and the files are real PNG/SVG."""
+"""`gradexport.records.plot_flow`: the bars and the heat map hold what torch gave in the training loop, and the files are real PNG/SVG."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_the_flow_plot_and_heat_map_show_torchs_gradients(tmp_path: Path) -> Non
             last = {name: (float(p.grad.abs().max()), float(p.grad.abs().mean())) for name, p in model.named_parameters()}
             optimizer.step()
             norms_by_step.append(dict(outputs))
-    figure = gradexport.plot_flow(watched.history)
+    figure = gradexport.records.plot_flow(watched.history)
     flow, heat = figure.axes[:2]
     labels = [tick.get_text() for tick in flow.get_xticklabels()]
     assert labels == [name for name, _ in model.named_parameters()]  # a Sequential's forward order
@@ -65,5 +65,5 @@ def test_a_vanishing_layer_is_marked_in_the_heat_map() -> None:
     with gradexport.watch(model) as watched:
         model(torch.randn(8, 16)).sum().backward()
         watched.step()
-    rows = [tick.get_text() for tick in gradexport.plot_flow(watched.history).axes[1].get_yticklabels()]
+    rows = [tick.get_text() for tick in gradexport.records.plot_flow(watched.history).axes[1].get_yticklabels()]
     assert "0 ⚠" in rows and "32" in rows

@@ -42,7 +42,7 @@ def watched_history(tmp_path: Path, per_step: list[dict[str, float]] | None = No
 
 def test_the_history_graph_carries_the_last_steps_norms_on_the_edges_into_each_module(tmp_path: Path) -> None:
     path, outputs = watched_history(tmp_path)
-    graph = gradexport.load_watch(path).graph()
+    graph = gradexport.records.load_watch(path).graph()
     entering = {graph.nodes[v]["module"]: d["grad"]["norm"] for u, v, d in graph.edges(data=True) if "grad" in d}
     for module in ("0", "2", "4"):
         assert entering[module] == pytest.approx(outputs[module], rel=1e-6)
@@ -78,7 +78,7 @@ RANGE = "[...document.querySelectorAll('.gx-legend-row')].map(row => row.textCon
 def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, browser: Any) -> None:  # noqa: F811
     per_step: list[dict[str, float]] = []
     path, _ = watched_history(tmp_path, per_step)
-    history = gradexport.load_watch(path)
+    history = gradexport.records.load_watch(path)
     page_path = tmp_path / "watch.html"
     page_path.write_text(gradexport.to_html(history), encoding="utf-8")
     page, errors = open_page(browser, page_path)
@@ -110,7 +110,7 @@ def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, brow
 @pytest.mark.browser
 def test_vanishing_modules_are_flagged_and_searchable(tmp_path: Path, browser: Any) -> None:  # noqa: F811
     path, _ = watched_history(tmp_path, depth=12, activation=nn.Sigmoid)
-    history = gradexport.load_watch(path)
+    history = gradexport.records.load_watch(path)
     flagged = set(history.flags())
     assert "0" in flagged
     page_path = tmp_path / "sigmoid.html"
@@ -126,8 +126,8 @@ def test_vanishing_modules_are_flagged_and_searchable(tmp_path: Path, browser: A
 def test_model_explorer_node_data_per_step_holds_the_module_output_norms(tmp_path: Path) -> None:
     pytest.importorskip("model_explorer")
     path, outputs = watched_history(tmp_path)
-    history = gradexport.load_watch(path)
-    data = gradexport.watch_node_data(history)
+    history = gradexport.records.load_watch(path)
+    data = gradexport.records.watch_node_data(history)
     assert sorted(data) == history.steps == [0, 1, 2]
     graph = history.graph(2)
     results = data[2].graphsData["backward"].results

@@ -2,7 +2,7 @@
 
 Each mark names the torch the feature needs, the way `gradexport.tracing._torch.require_torch` does;
 `tests/test_torch_internals.py` checks that calling such a feature on an older torch raises
-`gradexport.TorchVersionError` instead.
+`gradexport.errors.TorchVersionError` instead.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ The result is a new graph with the schema of `gradexport.tracing.graph` (nodes
 renumbered ``n0``, ``n1``, ...: first those of ``b`` in ``b``'s order, then
 those only in ``a``), each node and edge carrying ``diff``, one of
 `DIFF_STATES`. Attributes only one of the graphs carries (a graph built
-without ``module=`` or ``saved=True``) are not compared. The lines a
-forward ran inside `gradexport.capture_source` (``source``...) are kept
+without ``module=`` or ``show_saved=True``) are not compared. The lines a
+forward ran inside `gradexport.tools.capture_source` (``source``...) are kept
 (``b``'s on a matched node, ``a``'s on a removed one) but not compared: an
 edit above a line moves it; `describe_diff` names each node's line.
 
@@ -601,7 +601,7 @@ def _node_line(graph: nx.MultiDiGraph, node_id: str) -> str:
         text += f" ({', '.join(data['names'])})"
     if data.get("module") is not None:
         text += f" [{module_label(data['module'])}]"
-    if isinstance(data.get("source"), str):  # gradexport.capture_source: b's line, a's for a removed node
+    if isinstance(data.get("source"), str):  # gradexport.tools.capture_source: b's line, a's for a removed node
         text += f" at {data['source']}"
     for key, (value_a, value_b) in data.get("changes", {}).items():
         text += f"  {key}: {value_a} -> {value_b}"

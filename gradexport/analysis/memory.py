@@ -1,6 +1,6 @@
 """What holds the memory of a backward graph: the bytes of saved tensors, by node and by module.
 
-A graph built with ``saved=True`` carries, on every node, ``saved_bytes``
+A graph built with ``show_saved=True`` carries, on every node, ``saved_bytes``
 and ``saved_bytes_shared`` (see `gradexport.tracing.graph`), and the graph
 attribute ``saved_bytes``, the total over distinct storages. A storage that
 several nodes keep alive (a ReLU's output saved by the ReLU and by the next
@@ -18,7 +18,7 @@ Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(256, requires_grad=True)               # 1 KiB
     >>> y = x.exp()                                          # saves its 1 KiB result
-    >>> report = gradexport.saved_memory(gradexport.to_networkx((y * y).sum(), saved=True))
+    >>> report = gradexport.tools.saved_memory(gradexport.to_networkx((y * y).sum(), show_saved=True))
     >>> report.total, report.activations                      # y's storage once, though three nodes hold it
     (1024, 1024)
     >>> [(entry.op, entry.saved_bytes, entry.shared_bytes) for entry in report.nodes]
@@ -113,7 +113,7 @@ class SavedMemory:
         Examples:
             >>> import torch, gradexport
             >>> x = torch.ones(256, requires_grad=True)
-            >>> html = gradexport.saved_memory(x.exp().sum())._repr_html_()
+            >>> html = gradexport.tools.saved_memory(x.exp().sum())._repr_html_()
             >>> "activations" in html and "ExpBackward0" in html
             True
         """
@@ -150,8 +150,8 @@ def saved_memory(
     and nodes and modules are ranked by their activations.
 
     Args:
-        graph: A graph built with ``saved=True``, or roots, for which it is
-            built with ``saved=True`` and ``params``/``module``.
+        graph: A graph built with ``show_saved=True``, or roots, for which it is
+            built with ``show_saved=True`` and ``params``/``module``.
         top: How many nodes and modules to list.
         params: Names for leaves, when ``graph`` is roots.
         module: The model, when ``graph`` is roots: its buffers are counted
@@ -159,7 +159,7 @@ def saved_memory(
             nodes get their module.
 
     Raises:
-        ValueError: for a graph built without ``saved=True``, or ``top < 1``.
+        ValueError: for a graph built without ``show_saved=True``, or ``top < 1``.
 
     Examples:
         >>> import torch, gradexport
@@ -167,22 +167,22 @@ def saved_memory(
         ...     torch.nn.Linear(256, 256, bias=False), torch.nn.Tanh(), torch.nn.Linear(256, 256, bias=False)
         ... )
         >>> loss = model(torch.ones(1, 256)).sum()
-        >>> report = gradexport.saved_memory(loss, params=dict(model.named_parameters()))
+        >>> report = gradexport.tools.saved_memory(loss, params=dict(model.named_parameters()))
         >>> report.activations, report.parameters   # the 1 KiB input and tanh's result; the second 256 KiB weight
         (2048, 262144)
     """
     if top < 1:
         raise ArgumentValueError(f"saved_memory: top must be at least 1, got {top}")
     if not isinstance(graph, nx.Graph):
-        # The graph of to_networkx(graph, saved=True) would give the same report: this walk keeps only
+        # The graph of to_networkx(graph, show_saved=True) would give the same report: this walk keeps only
         # what the report needs (measured 0.4 s against 2.3 s on a 10^5-node MLP).
-        stream = GraphStream(graph, params=params, module=module, saved=True, caller="to_networkx")
+        stream = GraphStream(graph, params=params, module=module, show_saved=True, caller="to_networkx")
         return _report(stream.saved_nodes(), stream.graph_attributes, top)
     if params is not None or module is not None:
         raise ArgumentValueError("saved_memory: params= and module= apply to roots; this graph is already built")
     if "saved_bytes" not in graph.graph:
         raise ArgumentValueError(
-            "saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, saved=True)"
+            "saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, show_saved=True)"
         )
     held = sorted(
         (

@@ -41,6 +41,7 @@ from typing import Any
 
 import networkx as nx
 
+from ..core.arguments import collection_of
 from ..core.errors import ArgumentKeyError, ArgumentTypeError, ArgumentValueError, GraphTooLargeError
 from ..core.limits import LIMITS as MERMAID_LIMITS
 from ..core.source import node_data
@@ -200,15 +201,9 @@ def _ancestors(path: str) -> list[str]:
 def _patterns(modules: str | Iterable[str] | None) -> list[str] | None:
     if modules is None:
         return None
-    patterns = [modules] if isinstance(modules, str) else modules
-    try:
-        patterns = list(patterns)
-    except TypeError:
-        raise ArgumentTypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(modules)}") from None
-    wrong = [pattern for pattern in patterns if not isinstance(pattern, str)]
-    if wrong:
-        raise ArgumentTypeError(f"collapse: modules must be module names or fnmatch patterns (strings), got {_short_repr(wrong[0])}")
-    return patterns
+    if isinstance(modules, str):  # one name or pattern
+        return [modules]
+    return list(collection_of(modules, str, caller="collapse", argument="modules", example="['layers.*']"))
 
 
 def _matches(path: str, patterns: list[str]) -> bool:
@@ -309,7 +304,7 @@ def only_reaching(graph: nx.MultiDiGraph, targets: Iterable[str]) -> nx.MultiDiG
         >>> sorted(data.get("op", data["kind"]) for _, data in only_reaching(graph, ["w"]).nodes(data=True))
         ['AccumulateGrad', 'AddBackward0', 'ExpBackward0', 'SumBackward0', 'root']
     """
-    wanted = list(targets)
+    wanted = collection_of(targets, str, caller="only_reaching", argument="targets", example="['layer.weight']")
     by_name = {name: node for node, names in graph.nodes(data="names") if names for name in names}
     missing = [target for target in wanted if target not in by_name and target not in graph]
     if missing:
@@ -334,6 +329,10 @@ def hide(graph: nx.MultiDiGraph, *, leaves: bool = False, ops: Collection[str] =
     ops in ``via`` and multiplies the counts. Leaves are dropped with their
     in-edges; their parents record how many under ``hidden_leaves``.
 
+    Raises:
+        ArgumentTypeError: ``ops`` is not a collection of op names (one
+            name alone must be wrapped: ``ops={"MulBackward0"}``).
+
     Examples:
         >>> import torch, gradexport
         >>> w = torch.randn(3, 2, requires_grad=True)
@@ -341,10 +340,11 @@ def hide(graph: nx.MultiDiGraph, *, leaves: bool = False, ops: Collection[str] =
         >>> [data["op"] for _, data in hide(graph, ops=VIEW_OPS, leaves=True).nodes(data=True) if "op" in data]
         ['SumBackward0', 'MmBackward0']
     """
+    hidden_ops = frozenset(collection_of(ops, str, caller="hide", argument="ops", example="{'MulBackward0'}"))
     result = graph.copy()
     for _, _, data in result.edges(data=True):
         data.setdefault("count", 1)
-    for node in [node for node, data in graph.nodes(data=True) if data.get("op") in ops and data["kind"] != "leaf"]:
+    for node in [node for node, data in graph.nodes(data=True) if data.get("op") in hidden_ops and data["kind"] != "leaf"]:
         _contract(result, node)
     if leaves:
         for node in [node for node, kind in graph.nodes(data="kind") if kind == "leaf"]:

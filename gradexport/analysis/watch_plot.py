@@ -1,4 +1,4 @@
-"""Pictures of a `gradexport.WatchHistory`: the gradient-flow plot and a module × step heat map (matplotlib).
+"""Pictures of a `gradexport.records.WatchHistory`: the gradient-flow plot and a module × step heat map (matplotlib).
 
 `plot_flow` draws, for one step, the mean and the largest ``|g|`` of every
 parameter in forward order on a log scale (the plot many training scripts
@@ -14,7 +14,7 @@ Examples:
     ...         model.zero_grad()
     ...         model(torch.randn(4, 3)).sum().backward()
     ...         w.step()
-    >>> figure = gradexport.plot_flow(w.history)
+    >>> figure = gradexport.records.plot_flow(w.history)
     >>> [axes.get_title() for axes in figure.axes[:2]]
     ['gradient flow at step 1', 'gradient norm at module outputs']
 """
@@ -63,7 +63,7 @@ def plot_flow(history: WatchHistory, step: int | None = None, *, layers_only: bo
         >>> with gradexport.watch(model) as w:
         ...     model(torch.ones(1, 2)).sum().backward()
         ...     w.step()
-        >>> [tick.get_text() for tick in gradexport.plot_flow(w.history).axes[0].get_xticklabels()]
+        >>> [tick.get_text() for tick in gradexport.records.plot_flow(w.history).axes[0].get_xticklabels()]
         ['weight', 'bias']
     """
     from matplotlib.colors import LogNorm

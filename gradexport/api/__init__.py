@@ -6,7 +6,7 @@
   trace once, fold as asked, write each format;
 - `gradexport.api.diff`: `gradexport.diff`, which reads JSON files and
   traces roots before comparing;
-- `gradexport.api.distributed`: `gradexport.compare_ranks`, which diffs
+- `gradexport.api.distributed`: `gradexport.tools.compare_ranks`, which diffs
   the ranks' graphs of a ``torch.distributed`` job.
 
 May import: core, tracing, backward, analysis, formats.

@@ -54,13 +54,13 @@ def diff(a: Diffable, b: Diffable) -> nx.MultiDiGraph:
 
     Raises:
         TypeError: for an input that is none of the accepted kinds.
-        gradexport.RootError: for roots without a graph.
+        gradexport.errors.RootError: for roots without a graph.
 
     Examples:
         >>> import torch, gradexport
         >>> x = torch.ones(2, requires_grad=True)
         >>> changes = diff((x * 2).sum(), (x * 2).exp().sum())
-        >>> changes.graph["diff"]["nodes"]["added"], gradexport.describe_diff(changes).splitlines()[0]
+        >>> changes.graph["diff"]["nodes"]["added"], gradexport.records.describe_diff(changes).splitlines()[0]
         (1, ...)
     """
     return diff_graphs(load_graph(a, "a"), load_graph(b, "b"))
@@ -71,12 +71,14 @@ def load_graph(value: Diffable, which: str) -> nx.MultiDiGraph:
 
     Raises:
         TypeError: for a NetworkX graph that is not a MultiDiGraph.
-        gradexport.GraphFormatError: for a file that is not a gradexport graph.
+        gradexport.errors.GraphFormatError: for a file that is not a gradexport graph.
+        gradexport.errors.MissingFileError: for a path with no file.
+        gradexport.errors.UnreadableFileError: for a file that cannot be read.
     """
     if isinstance(value, nx.MultiDiGraph):
         return value
     if isinstance(value, nx.Graph):
         raise ArgumentTypeError(f"diff: {which} is a {type(value).__name__}; gradexport graphs are MultiDiGraphs")
     if isinstance(value, (str, os.PathLike)):
-        return read_json(Path(value))
+        return read_json(Path(value), caller="diff")
     return to_networkx(value)

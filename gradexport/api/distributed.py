@@ -6,7 +6,7 @@ others waiting in an all-reduce (a hang), or, when no rank uses a parameter,
 makes DDP raise "Expected to have finished reduction in the prior iteration"
 on the next forward. `compare_ranks` gathers each rank's graph (as JSON, by
 ``torch.distributed.all_gather_object``) and diffs it against rank 0's with
-`gradexport.diff`; `gradexport.unreached` on each rank names the unused
+`gradexport.diff`; `gradexport.tools.unreached` on each rank names the unused
 parameters with their reasons.
 
 FSDP (``fully_shard``) is stricter still: its all-gathers and
@@ -16,12 +16,12 @@ aborts: "Is there a distributed collective mismatch in your code?") or never
 joins one (a hang). Run on the graphs before ``backward()``, `compare_ranks`
 says which parameters the ranks use differently (`RankDiffs.divergent`): the
 parameter, the ranks that use it and those that do not, and the line that
-uses it (with `gradexport.capture_source`); `RankDiffs.explain` prints it.
+uses it (with `gradexport.tools.capture_source`); `RankDiffs.explain` prints it.
 
 Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(2, requires_grad=True)
-    >>> gradexport.compare_ranks(gradexport.to_networkx((x * 2).sum()))  # not distributed: one rank, nothing differs
+    >>> gradexport.tools.compare_ranks(gradexport.to_networkx((x * 2).sum()))  # not distributed: one rank, nothing differs
     {}
 """
 
@@ -51,7 +51,7 @@ class DivergentParameter:
         used_on: The ranks whose graph reaches it.
         unused_on: The ranks whose graph does not.
         source: ``"PATH:LINE"`` of the op that uses it on the first rank of
-            ``used_on`` (recorded by `gradexport.capture_source`), or None.
+            ``used_on`` (recorded by `gradexport.tools.capture_source`), or None.
     """
 
     name: str
@@ -132,7 +132,7 @@ def compare_ranks(graph: nx.MultiDiGraph, group: dist.ProcessGroup | None = None
     Args:
         graph: This rank's graph (from `gradexport.to_networkx`; with
             ``module=`` and `gradexport.capture_modules`, the diff names the
-            modules, with `gradexport.capture_source` the lines).
+            modules, with `gradexport.tools.capture_source` the lines).
         group: The process group, the default one when None.
 
     Returns:
@@ -148,7 +148,7 @@ def compare_ranks(graph: nx.MultiDiGraph, group: dist.ProcessGroup | None = None
         >>> store = os.path.join(tempfile.mkdtemp(), "store")
         >>> dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
         >>> x = torch.ones(2, requires_grad=True)
-        >>> gradexport.compare_ranks(gradexport.to_networkx((x * 2).sum()))
+        >>> gradexport.tools.compare_ranks(gradexport.to_networkx((x * 2).sum()))
         {}
         >>> dist.destroy_process_group()
     """

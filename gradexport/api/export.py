@@ -13,8 +13,8 @@ plus keyword options, each declared once in `gradexport.core.options`:
   one node, see `gradexport.collapse`); ``fit`` (Mermaid only, default
   ``True``: when the diagram is over mermaid.js's limits and the graph knows
   its modules, draw the deepest collapse that fits, with a
-  `gradexport.MermaidSizeWarning` saying so).
-- Diagram options (`gradexport.DiagramOptions`): ``direction``,
+  `gradexport.errors.MermaidSizeWarning` saying so).
+- Diagram options (`gradexport.options.DiagramOptions`): ``direction``,
   ``show_none``, ``show_saved``, ``edge_shapes``, ``grad_norms``,
   ``group_modules``. ``show_none`` and ``show_saved`` also make a trace
   record None slots and saved values; ``edge_shapes`` records edge shapes.
@@ -25,7 +25,7 @@ where it applies: ``to_dot(x, fit=False)``, ``to_json(x, direction="LR")``,
 ``to_dot(graph, params=...)``.
 
 Every call traces roots once, whatever the formats, and draws the graph
-while it walks it (a `gradexport.GraphStream`, with no MultiDiGraph
+while it walks it (a `gradexport.streams.GraphStream`, with no MultiDiGraph
 in between) wherever no format needs the whole graph. Formats are listed in
 `gradexport.api.registry`.
 
@@ -56,8 +56,9 @@ from ..analysis.simplify import collapse, has_modules
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
 from ..backward.watch_file import WatchHistory
+from ..core.arguments import collection_of
 from ..core.collector import gc_paused
-from ..core.errors import ArgumentTypeError, ArgumentValueError, StepsUnavailableError
+from ..core.errors import ArgumentTypeError, ArgumentValueError
 from ..core.options import ExportKeywords, ExportOptions, OptionWarning, Unpack
 from ..core.source import Source
 from ..formats import dot, html, model_explorer
@@ -90,8 +91,8 @@ def with_steps(
     Anything else passes through.
 
     Raises:
-        StepsUnavailableError: ``steps=True`` with a graph (it holds no steps),
-            or roots the replay cannot run without side effects.
+        ArgumentTypeError: ``steps=True`` with a graph (it holds no steps).
+        StepsUnavailableError: roots the replay cannot run without side effects.
     """
     keywords = ExportKeywords(**keywords)
     wanted = keywords.get("steps", False)
@@ -102,10 +103,7 @@ def with_steps(
     elif not wanted:
         return graph_or_roots, keywords
     elif isinstance(graph_or_roots, nx.Graph):
-        raise StepsUnavailableError(
-            f"gradexport.{caller}: steps=True needs the roots (to replay them) or a record from gradexport.replay; "
-            "a graph holds no steps"
-        )
+        read_options({"steps": True}, formats=formats, from_roots=False, caller=f"gradexport.{caller}")  # raises: a graph holds no steps
     else:
         if keywords.get("edge_metadata"):
             raise ArgumentTypeError(
@@ -116,6 +114,7 @@ def with_steps(
         record = replay_keeping_grads(
             graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
         )
+    keywords.pop("steps", None)
     graph = record.graph.copy()
     graph.graph[STEPS_ATTRIBUTE] = step_data(record)
     return graph, keywords
@@ -148,7 +147,7 @@ def prepare(
             params=options.trace.params,
             module=options.trace.module,
             show_none=bool(diagram.show_none),
-            saved=bool(diagram.show_saved) or diagram.saved_bytes,
+            show_saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
             drawn_only=streams and specs[0].drawn_only,
             caller=f"gradexport.{caller}",
@@ -276,12 +275,12 @@ def to_html(
     It opens folded to about 150 visible nodes (modules, or linear runs and
     fans of leaves), lays out only what is shown, in a Web Worker, and has
     the script API ``window.gradexportViewer``. ``title`` names the page
-    (default: the roots' names). Given a `gradexport.WatchHistory`, it draws
+    (default: the roots' names). Given a `gradexport.records.WatchHistory`, it draws
     the graph traced by `gradexport.watch` with the last recorded step's
     gradient norms on the edges that enter each module. ``write(..., formats="html")`` writes it to
     a file; ``gradexport view TARGET`` writes and opens it.
 
-    Given a `gradexport.Replay` (what `gradexport.replay` returns), or
+    Given a `gradexport.records.Replay` (what `gradexport.replay` returns), or
     roots with ``steps=True``, the page also holds every step of the backward
     pass and has a step bar (see ``docs/guides/viewer.md``). ``steps=True``
     replays with `gradexport.backward.steps.replay_keeping_grads`: each
@@ -290,7 +289,8 @@ def to_html(
 
     Raises:
         ViewerTooLargeError: a graph too large even for the viewer, before anything is built.
-        StepsUnavailableError: ``steps=True`` with a graph, or with leaves that
+        ArgumentTypeError: ``steps=True`` with a graph (it holds no steps).
+        StepsUnavailableError: ``steps=True`` with leaves that
             have post-accumulate-grad hooks (the replay would run them).
 
     Examples:
@@ -371,7 +371,7 @@ def _per_format(
 def watch_node_data(history: WatchHistory, metric: str = "norm", *, steps: Iterable[int] | None = None) -> dict[int, Any]:
     """Model Explorer node data per recorded step of a `gradexport.watch` history (``pip install gradexport[explorer]``).
 
-    Each step's `gradexport.WatchHistory.graph` carries the module-output
+    Each step's `gradexport.records.WatchHistory.graph` carries the module-output
     gradient norms on the edges entering each module; its node data is
     `gradexport.formats.model_explorer.node_data.gradient_node_data` of it
     (``metric``: ``norm``, ``log10_norm``, ``non_finite``), for the graph that
@@ -385,19 +385,19 @@ def watch_node_data(history: WatchHistory, metric: str = "norm", *, steps: Itera
         ...     for _ in range(2):
         ...         model(torch.ones(4, 3)).sum().backward()
         ...         w.step()
-        >>> sorted(gradexport.watch_node_data(w.history))
+        >>> sorted(gradexport.records.watch_node_data(w.history))
         [0, 1]
     """
     from ..formats.model_explorer.node_data import gradient_node_data
 
-    chosen = list(history.steps if steps is None else steps)
+    chosen = list(history.steps) if steps is None else collection_of(steps, int, caller="watch_node_data", argument="steps", example="[0, 10]")
     return {step: gradient_node_data(history.graph(step), metric) for step in chosen}
 
 
 def render(graph_or_roots: GraphOrRoots | Replay, formats: Iterable[str] | str, **options: Unpack[ExportKeywords]) -> dict[str, str]:
     """The text of each format, from one trace (what the MkDocs plugin embeds).
 
-    A `gradexport.Replay` (or roots with ``steps=True``) gives the html
+    A `gradexport.records.Replay` (or roots with ``steps=True``) gives the html
     page its steps, as `to_html` does; the other formats draw its graph.
 
     Examples:

@@ -20,9 +20,11 @@ register(Format(
 ```
 
 ``write()`` and ``--format`` then accept it (the MkDocs plugin once
-`gradexport.frontends.mkdocs.embed` says how it sits in a page); options it does
-not take (``diagram=False`` formats take no diagram options) are refused
-for it by name. A format that needs the whole graph before its first byte
+`gradexport.frontends.mkdocs.embed` says how it sits in a page). ``options``
+(a `gradexport.core.options.FormatOptions`) declares the options it honours:
+by default `DIAGRAM_OPTIONS` for a diagram, `DATA_OPTIONS` for ``diagram=False``.
+Every other option is refused for it by name, and ``--help``, the plugin's
+list and the reference say where each option applies from these declarations. A format that needs the whole graph before its first byte
 says so with ``streams``.
 
 Examples:
@@ -42,11 +44,33 @@ from typing import IO, Any
 import networkx as nx
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError
-from ..core.options import DiagramOptions, ExportOptions
+from ..core.options import DiagramOptions, ExportOptions, FormatOptions, where_it_applies
 from ..core.source import Source
 from ..formats import dot, html, json, mermaid, model_explorer, svg
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "Format", "parse_formats", "read_options", "register"]
+__all__ = [
+    "DATA_OPTIONS",
+    "DEFAULT_FORMATS",
+    "DIAGRAM_OPTIONS",
+    "FORMATS",
+    "Format",
+    "honoured_options",
+    "option_formats",
+    "parse_formats",
+    "read_options",
+    "register",
+]
+
+_NAMING = frozenset({"params", "module"})
+_FOLDING = frozenset({"depth", "fold_modules"})
+_DRAWING = frozenset(DiagramOptions.names())
+# What only a recorded graph holds (record_gradients, replay, find_nonfinite): a trace of roots has none of it.
+_RECORDED_ONLY = frozenset({"grad_norms", "exec_order"})
+
+#: What a diagram honours: every diagram option; from roots also the names, less what only a recorded graph holds.
+DIAGRAM_OPTIONS = FormatOptions(on_graph=_FOLDING | _DRAWING, on_roots=_NAMING | _FOLDING | (_DRAWING - _RECORDED_ONLY))
+#: What a format that writes the graph's data honours: folding; from roots also what the trace records.
+DATA_OPTIONS = FormatOptions(on_graph=_FOLDING, on_roots=_NAMING | _FOLDING | {"edge_metadata", "show_none", "show_saved"})
 
 
 def _always(options: ExportOptions) -> bool:
@@ -68,7 +92,9 @@ class Format:
             (else the graph is built first).
         drawn_only: Whether it reads only what `gradexport.formats.diagram`
             draws, so that a stream it draws may leave out the rest (see
-            `gradexport.GraphStream`).
+            `gradexport.streams.GraphStream`).
+        options: The options it honours (default: `DIAGRAM_OPTIONS` or
+            `DATA_OPTIONS`, after ``diagram``); every other one is refused for it.
     """
 
     name: str
@@ -79,6 +105,17 @@ class Format:
     diagram: bool = True
     streams: Callable[[ExportOptions], bool] = _always
     drawn_only: bool = False
+    options: FormatOptions | None = None
+
+    def __post_init__(self) -> None:
+        if self.options is None:
+            object.__setattr__(self, "options", DIAGRAM_OPTIONS if self.diagram else DATA_OPTIONS)
+
+    @property
+    def honours(self) -> FormatOptions:
+        """The options it honours (``options``, filled in from ``diagram`` when not given)."""
+        assert self.options is not None  # __post_init__ fills it
+        return self.options
 
     def write_to(self, source: Source, file: IO[str], options: ExportOptions) -> None:
         """Write ``source`` to ``file`` with the format's writer."""
@@ -127,10 +164,10 @@ def parse_formats(formats: Iterable[str] | str) -> list[str]:
 
 
 def read_options(keywords: Mapping[str, Any], *, formats: Collection[str], from_roots: bool, caller: str = "gradexport") -> ExportOptions:
-    """The options of a call that writes ``formats``, checked against the registered formats.
+    """The options of a call that writes ``formats``, checked against what each format honours.
 
-    `gradexport.core.options.ExportOptions.from_keywords` with the
-    formats that draw diagrams taken from `FORMATS`.
+    `gradexport.core.options.ExportOptions.from_keywords` with each
+    registered format's ``options``.
 
     Examples:
         >>> read_options({"direction": "LR"}, formats=["svg"], from_roots=True).diagram.direction
@@ -138,10 +175,26 @@ def read_options(keywords: Mapping[str, Any], *, formats: Collection[str], from_
         >>> read_options({"direction": "LR"}, formats=["json"], from_roots=True)
         Traceback (most recent call last):
         ...
-        gradexport.ArgumentTypeError: gradexport: direction applies only to diagrams (dot, svg, mermaid, html), not to json
+        gradexport.errors.ArgumentTypeError: gradexport: direction applies only to dot, svg, mermaid, html, not to json: leave it out, or write one of those formats
     """
-    diagram_formats = [name for name, spec in FORMATS.items() if spec.diagram]
-    return ExportOptions.from_keywords(keywords, formats=formats, from_roots=from_roots, diagram_formats=diagram_formats, caller=caller)
+    return ExportOptions.from_keywords(keywords, formats=formats, from_roots=from_roots, honoured=honoured_options(), caller=caller)
+
+
+def honoured_options() -> dict[str, FormatOptions]:
+    """Each registered format's `FormatOptions`, by name."""
+    return {name: spec.honours for name, spec in FORMATS.items()}
+
+
+def option_formats(name: str) -> str:
+    """Where option ``name`` applies, as ``--help`` and the reference tables say it.
+
+    Examples:
+        >>> option_formats("fit")
+        'mermaid'
+        >>> option_formats("params")
+        'dot, svg, mermaid, json, html, model-explorer (only while tracing roots)'
+    """
+    return where_it_applies(name, honoured_options())
 
 
 def fitted_mermaid(source: Source, options: ExportOptions) -> str:
@@ -187,6 +240,11 @@ def fitted_mermaid(source: Source, options: ExportOptions) -> str:
     return text
 
 
+def _adding(options: FormatOptions, names: set[str]) -> FormatOptions:
+    """``options`` with ``names`` honoured too, given a graph and from roots."""
+    return FormatOptions(options.on_graph | names, (options.on_roots or options.on_graph) | names)
+
+
 def _drawn(draw: Callable[[Source, DiagramOptions], str]) -> Callable[[Source, ExportOptions], str]:
     """A writer's ``to_*(source, diagram_options)`` as a format's ``text``."""
     return lambda source, options: draw(source, options.diagram)
@@ -215,6 +273,7 @@ register(
         text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog, options.render.dot_timeout),
         write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog, options.render.dot_timeout),
         drawn_only=True,
+        options=_adding(DIAGRAM_OPTIONS, {"prog", "dot_timeout"}),
     )
 )
 register(
@@ -226,6 +285,7 @@ register(
         # Fitting folds modules, which needs the whole graph; only a trace with module= has them.
         streams=lambda options: not (options.fold.fit and options.trace.module is not None),
         drawn_only=True,
+        options=_adding(DIAGRAM_OPTIONS, {"fit"}),
     )
 )
 register(
@@ -245,6 +305,11 @@ register(
         "the interactive viewer: one self-contained page, opened folded, that lays out what is shown",
         text=_drawn(html.to_html),
         write=_drawn_to(html.write_html),
+        # The viewer folds and boxes modules itself (box_depth: not yet); its side panel shows the recorded edge data.
+        options=FormatOptions(
+            on_graph=DIAGRAM_OPTIONS.on_graph - {"box_depth"},
+            on_roots=(DIAGRAM_OPTIONS.on_roots or frozenset()) - {"box_depth"} | {"edge_metadata", "steps"},
+        ),
     )
 )
 register(

@@ -1,7 +1,7 @@
 """Running backward: the replay, the recorded real backward, and the non-finite search.
 
 - `gradexport.backward.replay`: `gradexport.replay`, one ``grad_fn``
-  call at a time in the engine's order; its record (`gradexport.Replay`)
+  call at a time in the engine's order; its record (`gradexport.records.Replay`)
   is `gradexport.backward.replay_record`; the order is the engine's ready
   queue, ported in `gradexport.backward.engine_queue`;
 - `gradexport.backward.steps`: a record's steps as the stepping viewer
@@ -14,7 +14,7 @@
   (`gradexport.find_nonfinite`);
 - `gradexport.backward.watch`: gradients per parameter and module over a
   training loop (`gradexport.watch`), into the file of
-  `gradexport.backward.watch_file` (`gradexport.load_watch`).
+  `gradexport.backward.watch_file` (`gradexport.records.load_watch`).
 
 May import: core, tracing.
 """

@@ -1,7 +1,7 @@
 """Gradient statistics: what a gradient looks like in numbers, as JSON-friendly values.
 
 `gradexport.record_gradients` puts one on every edge; a
-`gradexport.Replay`'s text and `gradexport.Replay.to_dict` use the
+`gradexport.records.Replay`'s text and `gradexport.records.Replay.to_dict` use the
 same summary.
 
 Examples:

@@ -4,7 +4,7 @@ When backward reaches a node whose saved tensor was changed in place after
 it was saved, torch raises a ``RuntimeError`` that names the tensor's type and
 versions but not the node that needed it. `in_place_error` finds that node
 among those the engine had started (the last one that cannot read a saved
-tensor for that reason) and turns torch's error into a `gradexport.InPlaceError`.
+tensor for that reason) and turns torch's error into a `gradexport.errors.InPlaceError`.
 
 Examples:
     >>> import torch

@@ -127,7 +127,7 @@ class NonfiniteOrigin:
         traceback: The forward stack trace that created the node, when the
             forward ran under ``torch.autograd.set_detect_anomaly(True)``, else ``None``.
         source: The line of the forward that created the node, ``"PATH:LINE"``,
-            when the forward ran inside `gradexport.capture_source` (no
+            when the forward ran inside `gradexport.tools.capture_source` (no
             anomaly mode needed), else ``None``.
         source_code: That line's code, stripped, else ``None``.
     """
@@ -364,7 +364,7 @@ def check_command(
         (1, ['parameters received non-finite gradients: n3', 'non-finite gradient: first at n2 LogBackward0, node 2 of 3 the engine ran'])
 
     Raises:
-        gradexport.InPlaceError: when a saved tensor was modified in place
+        gradexport.errors.InPlaceError: when a saved tensor was modified in place
             (naming the node, its module and the tensor).
     """
     report, nodes_run = _find(roots, grad_outputs, params, module)

@@ -71,7 +71,7 @@ def record_gradients(
     have none.
 
     As with `gradexport.to_networkx`, build and drop graphs tens of
-    thousands of nodes deep inside `gradexport.run_with_large_stack`.
+    thousands of nodes deep inside `gradexport.streams.run_with_large_stack`.
 
     Args:
         roots: As for `gradexport.to_networkx`.

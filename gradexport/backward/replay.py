@@ -120,7 +120,7 @@ def replay(
     ``grad_fn``; existing ``.grad`` are added to, as by the engine. See
     `gradexport.backward.replay` for what the replay refuses and how it differs. The
     record keeps every gradient of the pass; for graphs tens of thousands of
-    nodes deep, run it inside `gradexport.run_with_large_stack`.
+    nodes deep, run it inside `gradexport.streams.run_with_large_stack`.
 
     Args:
         roots: As for `gradexport.to_networkx`: a tensor, a ``grad_fn``
@@ -141,7 +141,7 @@ def replay(
         ReplayError: at a node whose engine behaviour the replay cannot match
             (see `gradexport.backward.replay`); ``.grad`` of leaves already reached
             may have been updated, as with an engine error.
-        gradexport.RootError: for roots that have no graph.
+        gradexport.errors.RootError: for roots that have no graph.
         RuntimeError, ValueError, TypeError: for ``grad_outputs`` that do not
             fit the roots (as torch's own checks).
 

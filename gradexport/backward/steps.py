@@ -1,6 +1,6 @@
 """A replay's steps as compact, JSON-friendly data: what the stepping viewer embeds.
 
-`step_data` turns a `gradexport.Replay` into the ``steps`` block of a viewer
+`step_data` turns a `gradexport.records.Replay` into the ``steps`` block of a viewer
 page (see ``docs/guides/viewer.md``, "Stepping through a replay"). Every
 tensor of the pass (a start gradient, a slot's input, an output, a leaf's
 ``.grad``) is stored once in a table and referenced by number, so a gradient
@@ -121,7 +121,7 @@ def replay_keeping_grads(
     object it had (or ``None``). The saved tensors stay (a replay does not free
     them), so a later ``backward()`` runs as before.
 
-    Refused with `gradexport.StepsUnavailableError` where that cannot hold: a
+    Refused with `gradexport.errors.StepsUnavailableError` where that cannot hold: a
     leaf with ``register_post_accumulate_grad_hook`` hooks (the replay would run
     them, with effects no copy can undo, such as an optimizer step). Whatever
     `gradexport.replay` refuses (node hooks, tensor hooks on roots and

@@ -8,7 +8,7 @@ per module the norm of the gradient that arrived at the module's output (a
 tensor hook on the output, placed by a forward hook), so that a gradient
 vanishing between layers shows. The graph is traced once, at the first
 recorded step, and again only after the modules a step calls change (a
-`gradexport.StructureChangedWarning` says so).
+`gradexport.errors.StructureChangedWarning` says so).
 
 A step ends at ``optimizer.step()`` when the optimizer is given (a step
 pre-hook reads the gradients, a post-hook the update), otherwise at
@@ -256,7 +256,7 @@ class Watch(AbstractContextManager["Watch"]):
 
     @property
     def history(self) -> WatchHistory:
-        """What was recorded so far, as `gradexport.load_watch` would read it from the file."""
+        """What was recorded so far, as `gradexport.records.load_watch` would read it from the file."""
         return WatchHistory(self.header, self.records)
 
     # --- forward: module outputs and the trace ----------------------------------------

@@ -53,7 +53,7 @@ from typing import Any, NamedTuple, cast
 
 import networkx as nx
 
-from ..core.errors import ArgumentKeyError, GraphFormatError, OutputError
+from ..core.errors import ArgumentKeyError, GraphFormatError, OutputError, file_error
 
 # The keyword that names the edges' key of node_link_data: networkx 3.4 renamed `link` to `edges`
 # (the old name warns there); 3.2 and 3.3, which pyproject.toml allows, know only `link`.
@@ -332,7 +332,9 @@ def load_watch(path: str | os.PathLike[str]) -> WatchHistory:
     """Read a file written by `gradexport.watch` back as a `WatchHistory`.
 
     A last line cut short (the process was killed while writing it) is
-    ignored; any other line that does not parse raises `gradexport.GraphFormatError`.
+    ignored; any other line that does not parse raises `gradexport.errors.GraphFormatError`.
+    A missing file raises `gradexport.errors.MissingFileError`, one that
+    cannot be read `gradexport.errors.UnreadableFileError`.
 
     Examples:
         >>> import torch, gradexport, tempfile, os
@@ -341,10 +343,13 @@ def load_watch(path: str | os.PathLike[str]) -> WatchHistory:
         >>> with gradexport.watch(model, path=path) as w:
         ...     model(torch.ones(3, 2)).sum().backward()
         ...     w.step()
-        >>> gradexport.load_watch(path).param_table("max_abs").rows
+        >>> gradexport.records.load_watch(path).param_table("max_abs").rows
         [[3.0, 3.0]]
     """
-    lines = Path(path).read_bytes().split(b"\n")
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as error:
+        raise file_error(error, path, "load_watch") from error
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():

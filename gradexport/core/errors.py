@@ -29,6 +29,7 @@ GradexportError
 │   └── RenderTimeoutError: Graphviz ran past dot_timeout and was stopped
 ├── OutputError (OSError): a file or folder that cannot be written
 ├── MissingFileError (FileNotFoundError): a file that should be there is not
+├── UnreadableFileError (OSError): a file that is there but cannot be read (a folder, no permission)
 ├── ServerError (OSError): a local server that cannot start (a port in use, no answer)
 ├── ModelExplorerNotInstalledError (ImportError): the explorer extra is missing
 └── ExampleError: a MkDocs example block raised
@@ -37,7 +38,10 @@ GradexportWarning (UserWarning)
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
 ├── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
 ├── StructureChangedWarning: a watched model called other modules than before; its graph is traced again
-└── GraphvizSizeWarning: a graph so large that Graphviz may take minutes, or a picture folded for that reason
+├── GraphvizSizeWarning: a graph so large that Graphviz may take minutes, or a picture folded for that reason
+├── GraphvizWarning (RuntimeWarning): Graphviz drew the picture and printed a warning
+├── ModuleNotCapturedWarning: module= named no node, since the forward pass ran outside capture_modules
+└── GradexportDeprecationWarning (DeprecationWarning): an old name or spelling, with the new one
 ```
 
 Examples:
@@ -51,6 +55,8 @@ Examples:
 
 from __future__ import annotations
 
+import os
+
 from .reports import in_module
 
 __all__ = [
@@ -59,16 +65,19 @@ __all__ = [
     "ArgumentValueError",
     "DeepGraphWarning",
     "ExampleError",
+    "GradexportDeprecationWarning",
     "GradexportError",
     "GradexportWarning",
     "GraphFormatError",
     "GraphTooLargeError",
     "GraphvizNotFoundError",
     "GraphvizSizeWarning",
+    "GraphvizWarning",
     "InPlaceError",
     "MermaidSizeWarning",
     "MissingFileError",
     "ModelExplorerNotInstalledError",
+    "ModuleNotCapturedWarning",
     "OptionWarning",
     "OutputError",
     "RenderError",
@@ -81,7 +90,9 @@ __all__ = [
     "StreamConsumedError",
     "StructureChangedWarning",
     "TorchVersionError",
+    "UnreadableFileError",
     "ViewerTooLargeError",
+    "file_error",
 ]
 
 
@@ -129,7 +140,7 @@ class StartGradientError(GradexportError, RuntimeError):
 
 
 class StreamConsumedError(GradexportError, RuntimeError):
-    """A `gradexport.GraphStream` was iterated twice; it walks the graph once."""
+    """A `gradexport.streams.GraphStream` was iterated twice; it walks the graph once."""
 
 
 class ReplayError(GradexportError, RuntimeError):
@@ -190,7 +201,7 @@ class InPlaceError(GradexportError, RuntimeError):
         self.saved_version = saved_version
         self.version = version
 class StepsUnavailableError(GradexportError, RuntimeError):
-    """``steps=True`` cannot replay these roots without changing the user's state (or was given a graph, which has no steps)."""
+    """``steps=True`` cannot replay these roots without changing the user's state."""
 
 
 class TorchVersionError(GradexportError, RuntimeError):
@@ -227,6 +238,10 @@ class MissingFileError(GradexportError, FileNotFoundError):
     """A file that should be there is not: a graph file given by path, or a part of this installation."""
 
 
+class UnreadableFileError(GradexportError, OSError):
+    """A file that is there but cannot be read: a folder, a file without read permission, bytes that are not text."""
+
+
 class ServerError(GradexportError, OSError):
     """A local server cannot start: its port is in use, or it did not answer in time."""
 
@@ -261,6 +276,36 @@ class GraphvizSizeWarning(GradexportWarning):
     """Graphviz may take minutes on a graph this large (or a picture was folded so that it does not); the message says what to do."""
 
 
-# Shown and pickled as gradexport.RootError..., the name users import them by.
+
+class GraphvizWarning(GradexportWarning, RuntimeWarning):
+    """Graphviz drew the picture but printed a warning (a font it lacks, a label it could not fit); the message carries it."""
+
+
+class ModuleNotCapturedWarning(GradexportWarning):
+    """``module=`` named no backward node, since the forward pass ran outside `gradexport.capture_modules`."""
+
+
+class GradexportDeprecationWarning(GradexportWarning, DeprecationWarning):
+    """A name or keyword that moved or was renamed; the message gives the new one."""
+
+
+def file_error(error: OSError, path: str | os.PathLike[str], caller: str) -> MissingFileError | UnreadableFileError:
+    """The error of this tree for an ``OSError`` met while reading ``path`` (raise it ``from`` the original).
+
+    Examples:
+        >>> file_error(FileNotFoundError(2, "No such file or directory"), "run.json", "read_json")
+        MissingFileError('read_json: run.json does not exist: check the path, or write the file first')
+        >>> type(file_error(IsADirectoryError(21, "Is a directory"), "runs", "load_watch")).__name__
+        'UnreadableFileError'
+    """
+    shown = os.fspath(path)
+    if isinstance(error, FileNotFoundError):
+        return MissingFileError(f"{caller}: {shown} does not exist: check the path, or write the file first")
+    reason = error.strerror or type(error).__name__
+    return UnreadableFileError(f"{caller}: {shown} cannot be read ({reason}): give the path of a readable file")
+
+
+# Shown and pickled as gradexport.errors.RootError..., the public module users import them from.
 for _name in __all__:
-    globals()[_name].__module__ = "gradexport"
+    if isinstance(globals()[_name], type):
+        globals()[_name].__module__ = "gradexport.errors"

@@ -1,6 +1,6 @@
 """The sizes the consumers of gradexport's output accept, which analyses and writers both plan for.
 
-`gradexport.fit` folds a graph until it is within mermaid.js's edge limit;
+`gradexport.tools.fit` folds a graph until it is within mermaid.js's edge limit;
 the Mermaid writer warns past both limits.
 
 Examples:

@@ -14,27 +14,30 @@ changes:
 - `RenderOptions`: how a file is rendered (``prog``, the Graphviz
   program for SVG, and ``dot_timeout``, how long it may run).
 
-The field's metadata (made by `option`) says where the option applies,
-how it reads from text (a command-line flag or a MkDocs fence attribute) and
-its help line. `ExportOptions` reads all four from keyword arguments
+The field's metadata (made by `option`) says how the option reads from
+text (a command-line flag or a MkDocs fence attribute) and its help line.
+Which formats honour it is declared by each format, as a `FormatOptions`
+in `gradexport.api.registry`. `ExportOptions` reads all four from keyword arguments
 (`ExportOptions.from_keywords`), command-line arguments
 (`ExportOptions.given_arguments`) or fence attributes
 (`ExportOptions.from_text`), and refuses an option that does nothing
 for the call with a `TypeError` saying where it applies.
 
 To add an option: add a field with `option` metadata to the class it
-belongs to, and its typed keyword to `ExportKeywords` (a test checks
-the two agree). The export functions, ``write()``, the command line, the
+belongs to, its typed keyword to `ExportKeywords` (a test checks
+the two agree), and its name to the `FormatOptions` of each format
+that honours it (a test gives every option to every format). The export functions, ``write()``, the command line, the
 notebook, the MkDocs plugin and the reference pages all take it from there.
 
 Examples:
-    >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False, diagram_formats=("dot",))
+    >>> dot = FormatOptions(on_graph=frozenset({"direction", "depth"}))
+    >>> options = ExportOptions.from_keywords({"direction": "LR", "depth": 2}, formats=("dot",), from_roots=False, honoured={"dot": dot})
     >>> options.diagram.direction, options.fold.depth
     ('LR', 2)
-    >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False, diagram_formats=("dot",))
+    >>> ExportOptions.from_keywords({"fit": False}, formats=("dot",), from_roots=False, honoured={"dot": dot, "mermaid": FormatOptions(frozenset({"fit"}))})
     Traceback (most recent call last):
     ...
-    gradexport.ArgumentTypeError: gradexport: fit applies only to the mermaid format, not to dot
+    gradexport.errors.ArgumentTypeError: gradexport: fit applies only to mermaid, not to dot: leave it out, or write one of those formats
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, TypedDict
 
+from .arguments import collection_of, renamed_keyword
 from .errors import ArgumentTypeError, ArgumentValueError, OptionWarning
 
 # The export functions type their keyword options with Unpack[ExportKeywords].
@@ -56,20 +60,27 @@ else:  # pragma: no cover
 
 __all__ = [
     "DIRECTIONS",
+    "RENAMED",
     "DiagramOptions",
     "ExportKeywords",
     "ExportOptions",
     "FoldOptions",
+    "FormatOptions",
     "OptionInfo",
     "OptionWarning",
     "RenderOptions",
     "TraceOptions",
     "option",
     "option_table",
+    "where_it_applies",
 ]
+
+#: Earlier spellings of options, still taken with a `gradexport.errors.GradexportDeprecationWarning`: old name to new.
+RENAMED = {"saved": "show_saved"}
 
 #: Accepted values of `DiagramOptions.direction`.
 DIRECTIONS = ("TB", "BT", "LR", "RL")
+
 
 @dataclass(frozen=True)
 class OptionInfo:
@@ -77,8 +88,6 @@ class OptionInfo:
 
     Attributes:
         help: One line for ``--help``, the plugin docs and the reference.
-        scope: ``"all"``, ``"roots"``, ``"diagram"``, ``"diagram-or-roots"``,
-            or the name of the one format it applies to.
         parse: Reads the option from text (a fence attribute, a flag's
             value); ``None`` for options that only Python can give.
         flag: The command-line flag; ``None`` keeps it off the command line.
@@ -87,7 +96,6 @@ class OptionInfo:
     """
 
     help: str
-    scope: str = "all"
     parse: Callable[[str], Any] | None = None
     flag: str | None = None
     metavar: str | None = None
@@ -97,7 +105,6 @@ class OptionInfo:
 def option(
     default: Any,
     help: str,
-    scope: str = "all",
     *,
     parse: Callable[[str], Any] | None = None,
     flag: str | None = None,
@@ -105,7 +112,7 @@ def option(
     aliases: tuple[str, ...] = (),
 ) -> Any:
     """A dataclass field for an option, carrying its `OptionInfo`."""
-    return field(default=default, metadata={"option": OptionInfo(help, scope, parse, flag, metavar, aliases)})
+    return field(default=default, metadata={"option": OptionInfo(help, parse, flag, metavar, aliases)})
 
 
 def _boolean(text: str) -> bool:
@@ -161,11 +168,9 @@ class TraceOptions:
         edge_metadata: Record the shape, dtype and device of the gradient on every edge.
     """
 
-    params: Any = option(None, "names for leaf tensors, as model.named_parameters() gives them", "roots")
-    module: Any = option(None, "an nn.Module naming the leaves and, under capture_modules, every node's module", "roots")
-    edge_metadata: bool = option(
-        False, "record each gradient's shape, dtype and device on its edge", "roots", parse=_boolean, flag="--edge-metadata"
-    )
+    params: Any = option(None, "names for leaf tensors, as model.named_parameters() gives them")
+    module: Any = option(None, "an nn.Module naming the leaves and, under capture_modules, every node's module")
+    edge_metadata: bool = option(False, "record each gradient's shape, dtype and device on its edge", parse=_boolean, flag="--edge-metadata")
 
 
 @dataclass(frozen=True)
@@ -181,21 +186,18 @@ class FoldOptions:
             the graph knows its modules, draw the deepest collapse that fits.
     """
 
-    depth: int | None = option(
-        None, "open this many levels of modules and fold each module below into one node", parse=_depth, flag="--depth", metavar="K"
-    )
+    depth: int | None = option(None, "open this many levels of modules and fold each module below into one node", parse=_depth, flag="--depth", metavar="K")
     fold_modules: tuple[str, ...] | None = option(
         None, "fold the modules these comma-separated names or fnmatch patterns name (layers.*)", parse=_patterns, flag="--fold", metavar="NAMES"
     )
-    fit: bool = option(True, "fold modules until the diagram is within mermaid.js's limits", "mermaid", parse=_boolean, flag="--fit")
+    fit: bool = option(True, "fold modules until the diagram is within mermaid.js's limits", parse=_boolean, flag="--fit")
 
     def __post_init__(self) -> None:
         if isinstance(self.fold_modules, str):  # one name or pattern, as collapse(modules=) takes it
             object.__setattr__(self, "fold_modules", (self.fold_modules,))
         elif self.fold_modules is not None:
-            object.__setattr__(self, "fold_modules", tuple(self.fold_modules))
-            if not all(isinstance(name, str) for name in self.fold_modules):
-                raise ArgumentValueError(f"fold_modules must be module names or patterns, got {self.fold_modules!r}")
+            names = collection_of(self.fold_modules, str, caller="gradexport", argument="fold_modules", example="['layers.*']")
+            object.__setattr__(self, "fold_modules", names)
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
             raise ArgumentValueError(f"depth must be a whole number >= 0 or None, got {self.depth!r}")
 
@@ -238,27 +240,25 @@ class DiagramOptions:
         exec_order: Start each node's label with ``#k``, its place in the
             order the engine ran the nodes (the ``exec_order`` attribute).
         saved_bytes: Add a line with the bytes the node's saved tensors hold
-            (``saved_bytes``, from a graph traced with ``saved=True``).
+            (``saved_bytes``, from a graph traced with ``show_saved=True``).
     """
 
-    direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", "diagram", parse=_direction, flag="--direction", metavar="DIR")
+    direction: str = option("TB", "TB: loss at the top, leaves at the bottom; BT, LR, RL", parse=_direction, flag="--direction", metavar="DIR")
     show_none: bool | None = option(
-        None, "draw inputs that need no gradient (None slots); from roots, also record them", "diagram-or-roots", parse=_maybe_boolean, flag="--show-none"
+        None, "draw inputs that need no gradient (None slots); from roots, also record them", parse=_maybe_boolean, flag="--show-none"
     )
     show_saved: bool | None = option(
-        None, "list what each node saved for backward; from roots, also record it", "diagram-or-roots", parse=_maybe_boolean, flag="--show-saved", aliases=("--saved",)
+        None, "list what each node saved for backward; from roots, also record it", parse=_maybe_boolean, flag="--show-saved", aliases=("--saved",)
     )
-    edge_shapes: bool = option(False, "label edges with the gradient's shape (records it from roots)", "diagram", parse=_boolean, flag="--edge-shapes")
-    grad_norms: bool = option(True, "label and colour edges by gradient norm when the graph has them", "diagram", parse=_boolean, flag="--grad-norms")
-    group_modules: bool = option(True, "draw each module's nodes inside a box named after it", "diagram", parse=_boolean, flag="--group-modules")
+    edge_shapes: bool = option(False, "label edges with the gradient's shape (records it from roots)", parse=_boolean, flag="--edge-shapes")
+    grad_norms: bool = option(True, "label and colour edges by gradient norm when the graph has them", parse=_boolean, flag="--grad-norms")
+    group_modules: bool = option(True, "draw each module's nodes inside a box named after it", parse=_boolean, flag="--group-modules")
     exec_order: bool = option(
-        False, "number each node by the order the engine ran it (graphs from record_gradients, replay, find_nonfinite)", "diagram", parse=_boolean, flag="--exec-order"
+        False, "number each node by the order the engine ran it (graphs from record_gradients, replay, find_nonfinite)", parse=_boolean, flag="--exec-order"
     )
-    saved_bytes: bool = option(
-        False, "show the bytes each node's saved tensors hold; from roots, also record them", "diagram", parse=_boolean, flag="--saved-bytes"
-    )
+    saved_bytes: bool = option(False, "show the bytes each node's saved tensors hold; from roots, also record them", parse=_boolean, flag="--saved-bytes")
     box_depth: int | None = option(
-        None, "draw module boxes only down to this nesting level (1: the model's children)", "diagram", parse=_depth, flag="--box-depth", metavar="K"
+        None, "draw module boxes only down to this nesting level (1: the model's children)", parse=_depth, flag="--box-depth", metavar="K"
     )
 
     def __post_init__(self) -> None:
@@ -283,17 +283,15 @@ class RenderOptions:
             without changing any leaf's ``.grad`` and embed every step, for the
             viewer's step bar (see `gradexport.api.export.to_html`).
         dot_timeout: Stop Graphviz after this many seconds with a
-            `gradexport.RenderTimeoutError` (``None``, the default: wait).
+            `gradexport.errors.RenderTimeoutError` (``None``, the default: wait).
     """
 
     prog: str | os.PathLike[str] | None = option(
-        None, "Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)", "svg", parse=str, flag="--prog", metavar="PROG"
+        None, "Graphviz program for SVG (default: $GRADEXPORT_DOT, dot, graphviz-pure)", parse=str, flag="--prog", metavar="PROG"
     )
-    steps: bool = option(
-        False, "replay the backward pass (leaving .grad untouched) and step through it in the viewer", "html", parse=_boolean, flag="--steps"
-    )
+    steps: bool = option(False, "replay the backward pass (leaving .grad untouched) and step through it in the viewer", parse=_boolean, flag="--steps")
     dot_timeout: float | None = option(
-        None, "stop Graphviz after this many seconds with an error (default: wait)", "svg", parse=_seconds, flag="--dot-timeout", metavar="SECONDS"
+        None, "stop Graphviz after this many seconds with an error (default: wait)", parse=_seconds, flag="--dot-timeout", metavar="SECONDS"
     )
 
     def __post_init__(self) -> None:
@@ -340,24 +338,65 @@ def option_table() -> Iterator[tuple[str, Field[Any], OptionInfo]]:
             yield group, item, item.metadata["option"]
 
 
-def _scope_text(scope: str) -> str:
-    return {
-        "roots": "only while tracing roots (this is a graph already, traced with its own)",
-        "diagram": "only to diagrams (dot, svg, mermaid, html)",
-        "diagram-or-roots": "to diagrams, and to other formats only while tracing roots",
-    }.get(scope, f"only to the {scope} format")
+@dataclass(frozen=True)
+class FormatOptions:
+    """The options one format honours: its one declaration of them (see `gradexport.api.registry`).
+
+    An option a format does not honour is refused for it with an
+    `ArgumentTypeError`, so that no option is silently ignored.
+
+    Attributes:
+        on_graph: The options it honours given a graph already built.
+        on_roots: Those it honours while tracing roots (``None``: the same as
+            ``on_graph``). Trace options (``params``...) are only here; options
+            that draw what only a recorded graph holds (``grad_norms``) only in ``on_graph``.
+
+    Examples:
+        >>> dot = FormatOptions(frozenset({"direction"}), frozenset({"direction", "params"}))
+        >>> dot.honours("params", from_roots=True), dot.honours("params", from_roots=False)
+        (True, False)
+    """
+
+    on_graph: frozenset[str]
+    on_roots: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        known = {item.name for _, item, _ in option_table()}
+        unknown = sorted((self.on_graph | (self.on_roots or frozenset())) - known)
+        if unknown:
+            raise ArgumentValueError(f"FormatOptions: unknown option(s) {', '.join(unknown)}; declare only options of gradexport.core.options")
+
+    def honours(self, name: str, *, from_roots: bool) -> bool:
+        """Whether the format honours option ``name``, given roots (``from_roots``) or a graph."""
+        return name in (self.on_roots if from_roots and self.on_roots is not None else self.on_graph)
 
 
-def _applies(scope: str, format_name: str, is_diagram: bool, from_roots: bool) -> bool:
-    if scope == "all":
-        return True
-    if scope == "roots":
-        return from_roots
-    if scope == "diagram":
-        return is_diagram
-    if scope == "diagram-or-roots":
-        return is_diagram or from_roots
-    return format_name == scope
+def where_it_applies(name: str, honoured: Mapping[str, FormatOptions]) -> str:
+    """The formats that honour option ``name``, as ``--help`` and the reference say it.
+
+    Examples:
+        >>> where_it_applies("params", {"dot": FormatOptions(frozenset(), frozenset({"params"}))})
+        'dot (only while tracing roots)'
+    """
+    by_where: dict[str, list[str]] = {"": [], " (only while tracing roots)": [], " (only given a graph)": []}
+    for format_name, spec in honoured.items():
+        on_graph, on_roots = spec.honours(name, from_roots=False), spec.honours(name, from_roots=True)
+        if on_graph or on_roots:
+            by_where["" if on_graph and on_roots else " (only while tracing roots)" if on_roots else " (only given a graph)"].append(format_name)
+    return "; ".join(f"{', '.join(names)}{where}" for where, names in by_where.items() if names) or "no format"
+
+
+def _refusal(name: str, formats: Collection[str], from_roots: bool, honoured: Mapping[str, FormatOptions]) -> str:
+    """Why option ``name`` does nothing for ``formats``, and what to do."""
+    given = ", ".join(formats)
+    if any(honoured[format_name].honours(name, from_roots=not from_roots) for format_name in formats if format_name in honoured):
+        if from_roots:
+            return f"{name} applies only to a graph already built, not while tracing roots (the trace records nothing it draws): draw the graph of record_gradients, replay or find_nonfinite"
+        return f"{name} applies only while tracing roots, and this is a graph already, traced with its own: pass the roots, or build the graph with it"
+    elsewhere = [format_name for format_name, spec in honoured.items() if spec.honours(name, from_roots=from_roots)]
+    if not elsewhere:
+        return f"{name} applies to no format {'while tracing roots' if from_roots else 'given a graph'}: leave it out"
+    return f"{name} applies only to {', '.join(elsewhere)}, not to {given}: leave it out, or write one of those formats"
 
 
 @dataclass(frozen=True)
@@ -365,7 +404,8 @@ class ExportOptions:
     """The four option groups of one export call.
 
     Examples:
-        >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",), diagram_formats=("mermaid",))
+        >>> mermaid = FormatOptions(frozenset({"direction", "show_none"}))
+        >>> options = ExportOptions.from_text({"direction": "lr", "show_none": "true"}, formats=("mermaid",), honoured={"mermaid": mermaid})
         >>> options.diagram.direction, options.diagram.show_none
         ('LR', True)
     """
@@ -382,39 +422,40 @@ class ExportOptions:
         *,
         formats: Collection[str],
         from_roots: bool,
-        diagram_formats: Collection[str],
+        honoured: Mapping[str, FormatOptions],
         caller: str = "gradexport",
     ) -> ExportOptions:
         """Read keyword options for an export to ``formats``.
 
-        ``diagram_formats`` names the formats that draw diagrams and so take
-        the diagram options (`gradexport.api.registry.read_options` passes
-        the registered ones).
+        ``honoured`` holds each format's `FormatOptions`
+        (`gradexport.api.registry.read_options` passes the registered ones);
+        an option is taken when one of ``formats`` honours it.
 
         Raises:
             TypeError: an unknown option, or one that applies to none of
                 ``formats`` (or only to roots, given a graph), naming where it applies.
             ValueError: a value the option does not accept.
         """
+        keywords = dict(keywords)
+        for old, new in RENAMED.items():
+            if old in keywords:
+                keywords[new] = renamed_keyword(keywords.pop(old), keywords.get(new), caller=caller, old=old, new=new)
         known = {item.name: (group, info) for group, item, info in option_table()}
         unknown = sorted(set(keywords) - set(known))
         if unknown:
             raise ArgumentTypeError(f"{caller}() got unknown option(s) {', '.join(unknown)}; known: {', '.join(known)}")
         groups: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
         for name, value in keywords.items():
-            group, info = known[name]
-            if not any(_applies(info.scope, format_name, format_name in diagram_formats, from_roots) for format_name in formats):
-                where = _scope_text(info.scope)
-                if info.scope not in ("roots", "diagram", "diagram-or-roots"):
-                    where = f"only to the {info.scope} format, not to {', '.join(formats)}"
-                elif info.scope != "roots":
-                    where = f"{where}, not to {', '.join(formats)}"
-                raise ArgumentTypeError(f"{caller}: {name} applies {where}")
+            group, _ = known[name]
+            if not any(format_name in honoured and honoured[format_name].honours(name, from_roots=from_roots) for format_name in formats):
+                raise ArgumentTypeError(f"{caller}: {_refusal(name, formats, from_roots, honoured)}")
             groups[group][name] = value
         return cls(**{group: _GROUPS[group](**values) for group, values in groups.items()})
 
     @classmethod
-    def from_text(cls, values: Mapping[str, str], *, formats: Collection[str], diagram_formats: Collection[str], caller: str = "gradexport") -> ExportOptions:
+    def from_text(
+        cls, values: Mapping[str, str], *, formats: Collection[str], honoured: Mapping[str, FormatOptions], caller: str = "gradexport"
+    ) -> ExportOptions:
         """Read options given as text (MkDocs fence attributes), with each option's own parser.
 
         Raises:
@@ -422,7 +463,7 @@ class ExportOptions:
                 that does not apply (see `from_keywords`).
             ValueError: a value the option cannot read, naming the option.
         """
-        return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, diagram_formats=diagram_formats, caller=caller)
+        return cls.from_keywords(cls.parse_text(values, caller=caller), formats=formats, from_roots=True, honoured=honoured, caller=caller)
 
     @staticmethod
     def parse_text(values: Mapping[str, str], *, caller: str = "gradexport") -> dict[str, Any]:
@@ -448,23 +489,31 @@ class ExportOptions:
         return keywords
 
     @staticmethod
-    def add_arguments(parser: argparse.ArgumentParser | Any) -> None:
+    def add_arguments(parser: argparse.ArgumentParser | Any, honoured: Mapping[str, FormatOptions]) -> None:
         """Add a flag for every option that has one to an argparse parser (or argument group).
 
         Boolean options get ``--name/--no-name``; their default stays ``None``
-        (not given) so that only what the user typed reaches the options.
+        (not given) so that only what the user typed reaches the options. Each
+        help line ends with the formats that honour the option (`where_it_applies`).
         """
         for _, item, info in option_table():
             if info.flag is None:
                 continue
+            where = f" [{where_it_applies(item.name, honoured)}]"
             if info.metavar is None:  # a switch
                 suffix = "" if item.default is None else f" (default: {'on' if item.default else 'off'})"
                 parser.add_argument(
-                    info.flag, *info.aliases, dest=item.name, action=argparse.BooleanOptionalAction, default=None, help=info.help + suffix
+                    info.flag, *info.aliases, dest=item.name, action=argparse.BooleanOptionalAction, default=None, help=info.help + suffix + where
                 )
             else:
                 parser.add_argument(
-                    info.flag, *info.aliases, dest=item.name, type=_argument_type(item.name, info), default=None, metavar=info.metavar, help=info.help
+                    info.flag,
+                    *info.aliases,
+                    dest=item.name,
+                    type=_argument_type(item.name, info),
+                    default=None,
+                    metavar=info.metavar,
+                    help=info.help + where,
                 )
 
     @staticmethod

@@ -1,6 +1,6 @@
 """How report objects show in a notebook: HTML tables and blocks whose every name is escaped as data.
 
-A report (`gradexport.NonfiniteReport`, `gradexport.SavedMemory`, a diff's
+A report (`gradexport.records.NonfiniteReport`, `gradexport.tools.SavedMemory`, a diff's
 summary, a check's result) prints as text with ``str()`` and shows in
 Jupyter through ``_repr_html_``; these helpers build that HTML, so that a
 module or parameter named ``<script>`` shows as text, never as markup.

@@ -61,7 +61,7 @@ class DiagramNode(NamedTuple):
     ``group`` is the module path whose box it sits in; ``edges`` are
     ``(target id, look)`` pairs in the graph's order. ``tooltip`` is the
     line of the user's forward that made the node (``PATH:LINE: code``,
-    from `gradexport.capture_source`), or None.
+    from `gradexport.tools.capture_source`), or None.
     """
 
     id: str

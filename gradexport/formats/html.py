@@ -126,7 +126,7 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
     ``exec_order`` numbers nodes ``#k`` by their ``exec_order`` and
     ``saved_bytes`` adds a line ``saved 1.0 KiB`` and a bar for the bytes a node
     saved. Marks (``nonfinite``, ``diff``) are always drawn, as in the other formats.
-    ``show_saved`` has no effect: the side panel always shows what a node saved.
+    ``show_saved=False`` leaves out what each node saved (the side panel shows it otherwise).
     """
     options = options or DiagramOptions()
     data = _encode(source, options)
@@ -205,6 +205,7 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
     # (source index, target id, key, attributes); a None slot drawn from none_slots has its target's index.
     raw_edges: list[tuple[int, Hashable, Any, dict[str, Any], int | None]] = []
     hide_none = options.show_none is False
+    hide_saved = options.show_saved is False
     edge_count = 0
 
     # Per key tuple, the positions of the keys whose string values go to the string table.
@@ -238,6 +239,8 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         if hide_none and attributes.get("kind") == "none":
             continue
         node_id = node if type(node) is str else element_id(node)
+        if hide_saved and "saved" in attributes:
+            attributes = {key: value for key, value in attributes.items() if key != "saved"}
         index = index_of[node] = add_node(node_id, attributes)
         for target, keyed in out.items():
             for key, data in keyed.items():
@@ -308,9 +311,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
 def _too_large(nodes: int, edges: int) -> None:
     raise ViewerTooLargeError(
         f"graph has over {nodes:,} nodes and {edges:,} edges; the viewer holds at most {MAX_VIEWER_NODES:,} nodes "
-        f"and {MAX_VIEWER_EDGES:,} edges: fold it first with gradexport.collapse(graph, depth) or gradexport.fit "
+        f"and {MAX_VIEWER_EDGES:,} edges: fold it first with gradexport.collapse(graph, depth) or gradexport.tools.fit "
         "(build it with module= inside gradexport.capture_modules() to have modules to fold by), "
-        "or keep a part with gradexport.only_reaching"
+        "or keep a part with gradexport.tools.only_reaching"
     )
 
 

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import networkx as nx
 
 from ..core.collector import gc_paused
-from ..core.errors import GraphFormatError
+from ..core.errors import GraphFormatError, file_error
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import GraphSource, Source
 from .files import TextOutput, text_output
@@ -129,7 +129,7 @@ def from_json(text: str | bytes) -> nx.MultiDiGraph:
         >>> from_json('{"directed": true, "multigraph": true, "graph": {}, "nodes": [' + node + '], "edges": []}')
         Traceback (most recent call last):
         ...
-        gradexport.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
+        gradexport.errors.GraphFormatError: not a gradexport graph: nodes[0].module: expected str or null, got int
     """
     try:
         data = json.loads(text)
@@ -475,15 +475,20 @@ _GRAPH_FIELDS: dict[str, Any] = {
 }
 
 
-def read_json(path: str | os.PathLike[str]) -> nx.MultiDiGraph:
-    """Read a graph from a file written by `write_json`.
+def read_json(path: str | os.PathLike[str], *, caller: str = "read_json") -> nx.MultiDiGraph:
+    """Read a graph from a file written by `write_json` (``caller`` names the function that asked, in messages).
 
     Raises:
+        MissingFileError: there is no file at ``path``.
+        UnreadableFileError: it cannot be read (a folder, no permission).
         GraphFormatError: the file is not UTF-8, not JSON, or not a graph
             (see `from_json`); the message names the file and the place.
     """
-    with open(path, "rb") as file:
-        data = file.read()
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise file_error(error, path, caller) from error
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:

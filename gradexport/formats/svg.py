@@ -31,7 +31,7 @@ import subprocess
 import sysconfig
 import warnings
 
-from ..core.errors import GraphvizNotFoundError, GraphvizSizeWarning, RenderError, RenderTimeoutError
+from ..core.errors import GraphvizNotFoundError, GraphvizSizeWarning, GraphvizWarning, RenderError, RenderTimeoutError
 from ..core.limits import GRAPHVIZ_SLOW_NODES
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource
@@ -118,7 +118,7 @@ def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None, timeou
     if result.returncode != 0:
         raise RenderError(f"{program} -Tsvg failed with exit code {result.returncode}: {message or 'no message'}")
     if message:
-        warnings.warn(f"{program}: {message}", RuntimeWarning, stacklevel=2)
+        warnings.warn(GraphvizWarning(f"{program}: {message}"), stacklevel=2)
     return result.stdout.decode("utf-8")
 
 
@@ -126,7 +126,7 @@ def size_advice() -> str:
     """What to do about a graph too large for Graphviz, as the size messages say it."""
     return (
         "fold modules into one node each with depth= (depth=2 or 3 for a transformer), or gradexport.collapse, "
-        "gradexport.only_reaching, gradexport.hide; or use the interactive viewer (format html, gradexport view), "
+        "gradexport.tools.only_reaching, gradexport.tools.hide; or use the interactive viewer (format html, gradexport view), "
         "which draws any size"
     )
 
@@ -150,8 +150,8 @@ def _crash_message(program: str, number: int, dot_text: str, message: str) -> st
     said = f" ({_flat(message)})" if message else ""
     return (
         f"Graphviz crashed ({name}) laying out {nodes:,} nodes with {program}{said}. Graphviz is reliable up to a few "
-        "thousand nodes: draw fewer (collapse modules with depth= or gradexport.collapse, gradexport.only_reaching, "
-        "gradexport.hide), or use the interactive viewer (format html), which draws any size"
+        "thousand nodes: draw fewer (collapse modules with depth= or gradexport.collapse, gradexport.tools.only_reaching, "
+        "gradexport.tools.hide), or use the interactive viewer (format html), which draws any size"
     )
 
 

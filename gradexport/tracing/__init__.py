@@ -2,7 +2,7 @@
 
 - `gradexport.tracing.roots`: what a user may pass as roots, checked;
 - `gradexport.tracing.graph`: the graph model's schema, the walk
-  (`gradexport.GraphStream`) and `gradexport.to_networkx`;
+  (`gradexport.streams.GraphStream`) and `gradexport.to_networkx`;
 - `gradexport.tracing.modules`: which ``nn.Module`` made each node
   (`gradexport.capture_modules`);
 - `gradexport.tracing.checkpoints`: a reentrant checkpoint's region, re-traced

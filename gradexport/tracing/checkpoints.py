@@ -8,7 +8,7 @@ gradients on and backpropagates through what that builds. `retrace_checkpoint`
 runs that recomputation without the backward and hands back the region's
 outputs, whose ``grad_fn`` graph every gradexport tool can show
 (`gradexport.to_networkx`, `gradexport.write`, the viewer);
-`gradexport.unreached` uses it to count the parameters used inside as reached.
+`gradexport.tools.unreached` uses it to count the parameters used inside as reached.
 
 What it costs: one more forward of the region (its time, and the memory of the
 activations it saves, held as long as the returned outputs live); the region's
@@ -29,7 +29,7 @@ Examples:
     ...     return sorted(" ".join(data.get("names", ())) or data["op"] for _, data in graph.nodes(data=True) if "op" in data)
     >>> ops(loss)                                      # the region is one node; AccumulateGrad is the input's
     ['AccumulateGrad', 'CheckpointFunctionBackward', 'SumBackward0']
-    >>> region = gradexport.retrace_checkpoint(loss.grad_fn.next_functions[0][0])
+    >>> region = gradexport.tools.retrace_checkpoint(loss.grad_fn.next_functions[0][0])
     >>> ops(region.outputs)                            # AccumulateGrad: the input's detached copy
     ['AccumulateGrad', 'AddmmBackward0', 'TBackward0', 'bias', 'weight']
 """

@@ -16,8 +16,8 @@ so the same program always yields the same ids. Every node has ``kind``:
     creation order), ``num_next`` (``len(node.next_functions)``),
     ``none_slots`` (positions of ``(None, 0)`` entries, only when there are
     some), ``special`` (only for special nodes, see `SPECIAL_KINDS`),
-    ``saved`` (only with ``saved=True``, see `gradexport.tracing.saved.summarize_saved`),
-    ``saved_bytes`` and ``saved_bytes_shared`` (only with ``saved=True``: the
+    ``saved`` (only with ``show_saved=True``, see `gradexport.tracing.saved.summarize_saved`),
+    ``saved_bytes`` and ``saved_bytes_shared`` (only with ``show_saved=True``: the
     bytes of the storages its saved tensors keep alive, see
     `gradexport.tracing.saved.saved_storages`; a storage counts in
     ``saved_bytes`` of the first node in id order that holds it and in
@@ -27,7 +27,7 @@ so the same program always yields the same ids. Every node has ``kind``:
     innermost module that created the node, ``""`` for the model itself),
     ``source``, ``source_code``, ``source_function`` and, with more than one
     user frame kept, ``source_stack`` (only when the forward pass ran inside
-    `gradexport.capture_source`: the user's line that created the node,
+    `gradexport.tools.capture_source`: the user's line that created the node,
     ``"PATH:LINE"``, see `gradexport.tracing.lines`).
 ``"leaf"``
     An ``AccumulateGrad`` node, which writes a leaf's ``.grad``. The backward
@@ -54,9 +54,9 @@ Graph attributes: ``torch_version``, ``roots`` (a list of ``{"name", "node",
 ``num_edges``, ``num_none_slots``; with ``module=``, ``module_classes``
 (``{qualified name: class name}`` for the model and every submodule,
 ``""`` for the model itself: ``{"": "ResNet", "layer1.0": "BasicBlock"}``),
-which module boxes use for their titles; with ``saved=True``, ``saved_bytes``:
+which module boxes use for their titles; with ``show_saved=True``, ``saved_bytes``:
 the bytes of all distinct storages that saved tensors keep alive (the sum of
-the nodes' ``saved_bytes``; see `gradexport.saved_memory`), split into
+the nodes' ``saved_bytes``; see `gradexport.tools.saved_memory`), split into
 ``saved_bytes_parameters`` (storages of the graph's leaves: parameters and
 other tensors whose ``.grad`` backward fills), ``saved_bytes_buffers``
 (storages of ``module``'s buffers that are no leaf) and
@@ -104,8 +104,9 @@ import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
+from ..core.arguments import renamed_keyword
 from ..core.collector import gc_paused
-from ..core.errors import ArgumentTypeError, StreamConsumedError
+from ..core.errors import ArgumentTypeError, ModuleNotCapturedWarning, StreamConsumedError
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
 from . import lines
@@ -139,8 +140,9 @@ def to_networkx(
     params: Params | None = None,
     module: torch.nn.Module | None = None,
     show_none: bool = False,
-    saved: bool = False,
+    show_saved: bool = False,
     edge_metadata: bool = False,
+    saved: bool | None = None,
 ) -> nx.MultiDiGraph:
     """Build the autograd graph behind ``roots`` as a `networkx.MultiDiGraph`.
 
@@ -153,10 +155,12 @@ def to_networkx(
             `gradexport.capture_modules`, it also names the module of
             every backward node.
         show_none: Add a ``kind="none"`` node for every ``(None, 0)`` slot.
-        saved: Summarise each node's saved tensors and attributes under ``saved``.
+        show_saved: Summarise each node's saved tensors and attributes under ``saved``.
         edge_metadata: Put the ``shape``, ``dtype`` and ``device`` of the
             gradient on every edge (from ``_input_metadata``). Off by
             default: it is a third of the construction time.
+        saved: The earlier spelling of ``show_saved``, kept with a
+            `gradexport.errors.GradexportDeprecationWarning`.
 
     Returns:
         The graph described in this module's docstring.
@@ -174,9 +178,8 @@ def to_networkx(
         >>> sorted((k, d["input_nr"], g.nodes[v]["names"]) for _, v, k, d in g.out_edges("n2", keys=True, data=True))
         [(0, 0, ['x']), (1, 0, ['y'])]
     """
-    return trace(
-        roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata
-    ).graph
+    show_saved = renamed_keyword(saved, show_saved, caller="to_networkx", old="saved", new="show_saved")
+    return trace(roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata).graph
 
 
 #: What `GraphStream.saved_nodes` gives of a node that holds saved storages, as its graph node has them:
@@ -200,7 +203,7 @@ def trace(
     params: Params | None = None,
     module: torch.nn.Module | None = None,
     show_none: bool = False,
-    saved: bool = False,
+    show_saved: bool = False,
     edge_metadata: bool = False,
     caller: str = "to_networkx",
 ) -> Trace:
@@ -218,7 +221,7 @@ def trace(
         'n1'
     """
     stream = GraphStream(
-        roots, params=params, module=module, show_none=show_none, saved=saved, edge_metadata=edge_metadata, caller=caller
+        roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, caller=caller
     )
     return Trace(stream.to_networkx(), stream.ids, stream.roots)
 
@@ -344,11 +347,13 @@ class GraphStream:
         params: Params | None = None,
         module: torch.nn.Module | None = None,
         show_none: bool = False,
-        saved: bool = False,
+        show_saved: bool = False,
         edge_metadata: bool = False,
         drawn_only: bool = False,
         caller: str = "GraphStream",
+        saved: bool | None = None,
     ):
+        saved = renamed_keyword(saved, show_saved, caller=caller, old="saved", new="show_saved")
         if edge_metadata:
             require_torch(INPUT_METADATA_TORCH, f"{caller}(edge_metadata=True)")
         self.roots = collect_roots(roots, caller=caller)
@@ -378,7 +383,7 @@ class GraphStream:
         # the out-edges already known (a root tensor's, drawn when it is named).
         self.queue: deque[tuple[str, NextFunctions, dict[str, Any], dict[str, dict[int, dict[str, Any]]]]] = deque()
         self.input_meta: dict[Node, list[dict[str, Any]]] = {}
-        #: With saved=True: the nodes' saved storages, and the leaves' and buffers'.
+        #: With show_saved=True: the nodes' saved storages, and the leaves' and buffers'.
         self.tally = SavedTally(module.buffers() if saved and module is not None else ())
         self.source_attributes = cache(source_attributes)
 
@@ -445,27 +450,29 @@ class GraphStream:
         """Warn when ``module=`` was given but named no backward node (the forward pass ran outside `gradexport.capture_modules`)."""
         if self.backward_count and not self.module_node_count:
             warnings.warn(
-                f"{self.caller}: module= named no backward node, since the forward pass did not run inside "
-                "gradexport.capture_modules(): run it there to box nodes by module (the leaves are named all the same)",
+                ModuleNotCapturedWarning(
+                    f"{self.caller}: module= named no backward node, since the forward pass did not run inside "
+                    "gradexport.capture_modules(): run it there to box nodes by module (the leaves are named all the same)"
+                ),
                 stacklevel=3,
             )
 
     def saved_nodes(self) -> list[SavedNode]:
-        """Walk the graph as iterating does, keeping only what `gradexport.saved_memory` reports: the saved bytes.
+        """Walk the graph as iterating does, keeping only what `gradexport.tools.saved_memory` reports: the saved bytes.
 
-        For a stream made with ``saved=True``: the nodes whose saved tensors
+        For a stream made with ``show_saved=True``: the nodes whose saved tensors
         hold storage bytes, with the id, ``op``, ``module``, ``saved_bytes`` and
         ``saved_bytes_shared`` they have in `to_networkx`'s graph, in id order;
         afterwards `graph_attributes` holds the graph's ``saved_*`` attributes
         (and `ids` stays empty). It consumes the stream: call it instead of
         iterating, once. It makes no attribute dicts, edges or summaries of
         saved values: on a 10^5-node MLP it took a sixth of the time of
-        building the graph with ``saved=True``.
+        building the graph with ``show_saved=True``.
 
         Examples:
             >>> import torch
             >>> x = torch.ones(4, requires_grad=True)
-            >>> stream = GraphStream(x.exp().sum(), saved=True)
+            >>> stream = GraphStream(x.exp().sum(), show_saved=True)
             >>> stream.saved_nodes()
             [('n2', 'ExpBackward0', None, 16, 0)]
             >>> stream.graph_attributes["saved_bytes"]

@@ -34,7 +34,7 @@ node both its module and its line.
 Examples:
     >>> import torch, gradexport
     >>> x = torch.ones(2, requires_grad=True)
-    >>> with gradexport.capture_source():
+    >>> with gradexport.tools.capture_source():
     ...     y = (x * 3).sum()
     >>> graph = gradexport.to_networkx(y)
     >>> sorted(data["source_code"] for _, data in graph.nodes(data=True) if "source" in data)
@@ -77,7 +77,7 @@ _internal_code: dict[CodeType, bool] = {}
 class Cut(NamedTuple):
     """A call inside `capture_source` whose tensor inputs needed a gradient and whose result needs none.
 
-    Kept for `gradexport.unreached`, which the graph alone cannot tell why a
+    Kept for `gradexport.tools.unreached`, which the graph alone cannot tell why a
     parameter is cut off: ``kind`` is ``"no_grad"`` (the call ran under
     ``torch.no_grad()``), ``"detached"`` (``detach``) or
     ``"non_differentiable"`` (an integer or boolean result: a cast,
@@ -284,7 +284,7 @@ def capture_source(*, stack: bool = False) -> Iterator[None]:
     Examples:
         >>> import torch, gradexport
         >>> layer = torch.nn.Linear(2, 1)
-        >>> with gradexport.capture_source():
+        >>> with gradexport.tools.capture_source():
         ...     out = layer(torch.ones(1, 2))
         >>> gradexport.to_networkx(out).nodes["n1"]["source_code"]
         'out = layer(torch.ones(1, 2))'

@@ -87,7 +87,7 @@ class _CallStack(threading.local):
 
 
 class ModuleCall(NamedTuple):
-    """What `capture_modules` keeps of a module's last forward call, for `gradexport.unreached`."""
+    """What `capture_modules` keeps of a module's last forward call, for `gradexport.tools.unreached`."""
 
     #: Whether gradients were enabled when the call began (False: under ``torch.no_grad()``).
     grad_enabled: bool

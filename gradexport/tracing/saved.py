@@ -69,7 +69,7 @@ def summarize_and_count(node: Node) -> tuple[dict[str, Any], dict[StorageKey, in
 
     Each read of ``_saved_<name>`` makes a new Python tensor: reading once
     instead of twice (and the packed value once instead of twice) was a
-    third of tracing with ``saved=True``.
+    third of tracing with ``show_saved=True``.
 
     Examples:
         >>> import torch

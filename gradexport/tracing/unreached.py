@@ -4,7 +4,7 @@ A parameter gets no ``.grad`` from ``backward()`` exactly when no path of
 ``next_functions`` leads from the roots to its ``AccumulateGrad`` node.
 `unreached` walks the roots' graph for that, then asks what the forward did,
 as recorded by `gradexport.capture_modules` (which module ran, under
-``no_grad`` or not, and what it returned) and `gradexport.capture_source`
+``no_grad`` or not, and what it returned) and `gradexport.tools.capture_source`
 (every call that took a tensor needing a gradient and returned one that needs
 none), to say why. The reasons, in the order they are tried (`REASONS`):
 
@@ -34,7 +34,7 @@ none), to say why. The reasons, in the order they are tried (`REASONS`):
     ``backward()``.
 ``"unknown"``
     The forward was not captured: run it inside `gradexport.capture_modules`
-    (and `gradexport.capture_source` for the lines).
+    (and `gradexport.tools.capture_source` for the lines).
 
 Parameters with ``requires_grad=False`` are listed apart (`UnreachedReport.frozen`).
 An FSDP2 (``fully_shard``) parameter is checked through the unsharded
@@ -46,7 +46,7 @@ are not in the graph, and backward reaches them only by running the region
 again. `unreached` does what that backward does: it runs the checkpointed
 function once more under ``enable_grad`` on detached copies of its saved
 inputs, with the forward's random state (see
-`gradexport.retrace_checkpoint`), and walks the graph
+`gradexport.tools.retrace_checkpoint`), and walks the graph
 that makes. A parameter found there is reached, and named in
 `UnreachedReport.through_checkpoint`. That costs one more forward of each
 region, with its activations held until `unreached` returns, and repeats
@@ -58,7 +58,7 @@ Examples:
     >>> model = torch.nn.ModuleDict({"used": torch.nn.Linear(2, 2), "skipped": torch.nn.Linear(2, 2)})
     >>> with gradexport.capture_modules():
     ...     loss = model["used"](torch.ones(1, 2)).sum()
-    >>> report = gradexport.unreached(loss, module=model)
+    >>> report = gradexport.tools.unreached(loss, module=model)
     >>> [(record.name, record.reason) for record in report.unreached]
     [('skipped.weight', 'module_not_called'), ('skipped.bias', 'module_not_called')]
 """
@@ -106,7 +106,7 @@ class Unreached:
             model itself), or ``None`` for a tensor given in ``params=``.
         reason: One of `REASONS`.
         op: The op that cut it off (``"argmax"``, ``"detach"``), when known.
-        source: The line that did it (``"PATH:LINE"``, with `gradexport.capture_source`), when known.
+        source: The line that did it (``"PATH:LINE"``, with `gradexport.tools.capture_source`), when known.
     """
 
     name: str
@@ -164,7 +164,7 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
     """The parameters of ``module`` (and the tensors of ``params``) that need a gradient no root gives, with the reason.
 
     Run the forward inside `gradexport.capture_modules` (module reasons) and
-    `gradexport.capture_source` (the cut's kind and line); see the module
+    `gradexport.tools.capture_source` (the cut's kind and line); see the module
     docstring for the reasons. It reads the graph only, before or after
     ``backward()``, except for a reentrant checkpoint's region, which it runs
     again to see inside (one more forward of the region; see the module
@@ -178,10 +178,10 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
     Examples:
         >>> import torch, gradexport
         >>> layer = torch.nn.Linear(2, 1)
-        >>> with gradexport.capture_modules(), gradexport.capture_source():
+        >>> with gradexport.capture_modules(), gradexport.tools.capture_source():
         ...     out = layer(torch.ones(1, 2))
         ...     loss = out.argmax().float()
-        >>> [(r.name, r.reason, r.op) for r in gradexport.unreached(loss.requires_grad_(), module=layer).unreached]
+        >>> [(r.name, r.reason, r.op) for r in gradexport.tools.unreached(loss.requires_grad_(), module=layer).unreached]
         [('weight', 'non_differentiable', 'argmax'), ('bias', 'non_differentiable', 'argmax')]
     """
     if module is not None and not isinstance(module, torch.nn.Module):

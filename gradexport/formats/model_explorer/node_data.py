@@ -192,7 +192,7 @@ def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID
     `gradexport.diff` graph, or a pane of `diff_panes`) gives
     every node a value of `DIFF_VALUES`, in the colours of the other
     diagrams: grey same, orange changed, green added, red removed.
-    ``saved_bytes``, ``saved_bytes_held`` (a graph traced with ``saved=True``)
+    ``saved_bytes``, ``saved_bytes_held`` (a graph traced with ``show_saved=True``)
     and ``exec_order`` (from `gradexport.record_gradients`,
     `gradexport.replay` or `gradexport.find_nonfinite`) colour
     nodes on the blue scale of the gradients, smallest to largest. Model
@@ -237,8 +237,8 @@ def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID
 #: What puts each mark on a graph, for the error of a graph without it.
 _MAKERS = {
     "exec_order": "gradexport.record_gradients, replay or find_nonfinite",
-    "saved_bytes": "trace with saved=True",
-    "saved_bytes_held": "trace with saved=True",
+    "saved_bytes": "trace with show_saved=True",
+    "saved_bytes_held": "trace with show_saved=True",
     "nonfinite": "the .graph of gradexport.find_nonfinite's report",
     "diff": "gradexport.diff",
 }

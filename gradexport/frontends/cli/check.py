@@ -21,7 +21,7 @@ DESCRIPTION = (
     "A non-finite gradient that was absorbed on the way (every parameter's gradient finite) is reported\n"
     "and exits 0, or 1 with --strict. A saved tensor modified in place is named with its node and module.\n"
     "With --unused: exit 1 naming every trainable parameter the roots do not reach, with its reason\n"
-    "(gradexport.unreached), 0 with one line when every one is reached."
+    "(gradexport.tools.unreached), 0 with one line when every one is reached."
 )
 
 def main(argv: Sequence[str]) -> int:

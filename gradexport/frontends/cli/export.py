@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...api.export import write
-from ...api.registry import DEFAULT_FORMATS, FORMATS
+from ...api.registry import DEFAULT_FORMATS, FORMATS, honoured_options
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
 from .misbehaving import output_place
@@ -69,7 +69,7 @@ def parser(commands: str = "") -> Parser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no list of written files")
     add_traceback(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options; each applies to the formats it names)"))
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options; each applies to the formats in brackets)"), honoured_options())
     return parser
 
 

@@ -270,7 +270,7 @@ def call_target(
 ) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
     """Import and call the user's function; its result split into ``(roots, params, module)``.
 
-    With ``lines``, the call also runs inside `gradexport.capture_source`.
+    With ``lines``, the call also runs inside `gradexport.tools.capture_source`.
     """
     location, name = target
     try:

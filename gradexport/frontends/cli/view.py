@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...api.export import prepare, write
+from ...api.registry import honoured_options
 from ...core.options import ExportOptions
 from ...tracing.roots import RootError
 from .misbehaving import output_place
@@ -32,7 +33,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--model-explorer", action="store_true", help="open the graph in Model Explorer (pip install gradexport[explorer])")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     add_traceback(parser)
-    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.core.options)"))
+    ExportOptions.add_arguments(parser.add_argument_group("options (see gradexport.options; each applies to the formats in brackets)"), honoured_options())
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args

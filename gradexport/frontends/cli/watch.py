@@ -13,7 +13,7 @@ def train(watch=gradexport.watch):
 
 The command passes a ``watch`` that writes ``DIR/FUNCTION.watch.jsonl``
 (``--every``, ``--tensorboard``, ``--fsync`` go to it) and moves a progress
-bar at every step, then draws `gradexport.plot_flow` into
+bar at every step, then draws `gradexport.records.plot_flow` into
 ``DIR/FUNCTION.flow.png`` and ``.svg`` (``--plot``) and prints the modules
 flagged vanishing or exploding at the last step.
 """

@@ -77,7 +77,7 @@ A failing block stops the build with a `mkdocs.exceptions.PluginError`
 naming the page, the block's line and the traceback, whose line numbers are
 those of the Markdown file. A warning raised while a block runs is logged as a
 MkDocs warning, so ``mkdocs build --strict`` stops on it too. Examples run inside
-`gradexport.run_with_large_stack`, so deep graphs are safe to build and
+`gradexport.streams.run_with_large_stack`, so deep graphs are safe to build and
 free. Results are cached in memory per page, keyed by the page's blocks, the
 gradexport version and the library's source files: ``mkdocs serve`` re-runs a
 page's examples when the page or the library changes (the plugin watches the

@@ -85,7 +85,11 @@ def parse_options(info: str, default_formats: tuple[str, ...], where: str) -> Bl
     check_formats(formats, where)
     try:
         keywords = export_options.ExportOptions.parse_text(given, caller=where)
-        importlib.import_module("gradexport.api.registry").read_options(keywords, formats=formats, from_roots=True, caller=where)
+        registry = importlib.import_module("gradexport.api.registry")
+        try:
+            registry.read_options(keywords, formats=formats, from_roots=True, caller=where)
+        except TypeError:  # the block's value may be a graph already (record_gradients...), which takes what a graph takes
+            registry.read_options(keywords, formats=formats, from_roots=False, caller=where)
     except (TypeError, ValueError) as error:
         raise PluginError(str(error)) from None
     graph = values.get("graph") or None

@@ -57,7 +57,7 @@ def run_blocks(
     ``path`` is the Markdown file (tracebacks show its lines); ``shown_as`` names
     the page in error messages. Printed output beyond ``max_output`` characters
     (0: no cap) is dropped and a note says so. ``on_block(i)`` is called as
-    block ``i`` starts. Run this inside `gradexport.run_with_large_stack`
+    block ``i`` starts. Run this inside `gradexport.streams.run_with_large_stack`
     so that the namespace, and every graph in it, is freed on the large stack;
     the plugin runs it through `BlockRunner`.
 
