@@ -4,7 +4,9 @@
 - `unreached` lists what a backward pass would not reach (`Unreached`, `UnreachedReport`);
 - `saved_memory` counts what the graph holds for backward (`SavedMemory`);
 - `capture_source` records the source line of each node;
-- `compare_ranks` compares the graphs of distributed ranks;
+- `compare_ranks` compares the graphs of distributed ranks (`RankDiffs`, and
+  the parameters ranks use differently, `DivergentParameter`);
+- `retrace_checkpoint` shows a reentrant checkpoint's region (`CheckpointRegion`);
 - `to_pydot` and `to_model_explorer` give the graph as those libraries' objects.
 
 Examples:
@@ -19,12 +21,16 @@ Examples:
 
 from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import fit, hide, only_reaching
-from .api.distributed import compare_ranks
+from .api.distributed import DivergentParameter, RankDiffs, compare_ranks
 from .api.export import to_model_explorer, to_pydot
+from .tracing.checkpoints import CheckpointRegion, retrace_checkpoint
 from .tracing.lines import capture_source
 from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
+    "CheckpointRegion",
+    "DivergentParameter",
+    "RankDiffs",
     "SavedMemory",
     "Unreached",
     "UnreachedReport",
@@ -33,6 +39,7 @@ __all__ = [
     "fit",
     "hide",
     "only_reaching",
+    "retrace_checkpoint",
     "saved_memory",
     "to_model_explorer",
     "to_pydot",

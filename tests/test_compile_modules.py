@@ -91,3 +91,46 @@ def test_a_compiled_submodule_is_attributed_to_its_own_path() -> None:
     assert modules["CompiledFunctionBackward"] == "block"
     assert modules["AddmmBackward0"] == "stem"
     assert modules["SumBackward0"] == ""
+
+
+@pytest.mark.skipif(
+    gradexport.tracing._torch.TORCH_VERSION < (2, 8), reason="torch.compile(module) warns about global hooks from torch 2.8 (pytorch PR 152740)"
+)
+def test_the_capture_raises_no_torch_warning_on_a_compiled_module() -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(nn.Sequential(nn.Linear(4, 4), nn.Tanh()), backend="aot_eager")
+    inputs = torch.randn(2, 4)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    try:
+        with pytest.warns(UserWarning, match=gradexport.tracing._torch.COMPILED_GLOBAL_HOOKS_WARNING):
+            compiled(inputs)  # torch's warning, for a global hook of the user's: still shown under a capture
+        with pytest.warns(UserWarning, match="global hooks"), gradexport.capture_modules():
+            compiled(inputs)
+    finally:
+        handle.remove()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with gradexport.capture_modules():
+            loss = compiled(inputs).sum()
+        compiled(inputs)  # outside the block, nothing is silenced and nothing warns
+    graph = gradexport.to_networkx(loss, module=compiled)
+    assert {data.get("module") for _, data in graph.nodes(data=True) if data.get("op") == "CompiledFunctionBackward"} == {""}
+
+
+def test_an_inductor_region_points_to_the_users_line_not_the_generated_file(tmp_path, monkeypatch) -> None:
+    """Inductor runs a region from a module it wrote into its cache folder; the region's source is the line that called it."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+    compiled = torch.compile(model)  # the default backend: inductor, C++ on CPU
+    with gradexport.capture_modules(), gradexport.tools.capture_source():
+        loss = compiled(torch.randn(2, 4)).sum()  # @user_line
+    graph = gradexport.to_networkx(loss, module=model)
+    (region,) = [data for _, data in graph.nodes(data=True) if data.get("op") == "CompiledFunctionBackward"]
+    with open(__file__) as source:
+        line = next(number for number, text in enumerate(source, 1) if text.rstrip().endswith("# @user_line"))
+    assert region["source"].endswith(f"test_compile_modules.py:{line}"), region["source"]
+    assert region["module"] == ""
+    generated = [path for path in tmp_path.rglob("*.py") if "def call(" in path.read_text()]
+    assert generated, "inductor wrote the region's runtime into the cache folder: the frame the walk must skip"

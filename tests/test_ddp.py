@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from gloo import run_two_ranks
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -66,15 +64,8 @@ def _worker(rank: int, port: int, folder: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_ddp_unused_parameters_and_the_differing_rank(tmp_path: Path) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    mp.spawn(_worker, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+    run_two_ranks(_worker, tmp_path)
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     for rank, result in enumerate(ranks):
         assert "Expected to have finished reduction" in result["error"], result["error"]

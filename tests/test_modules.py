@@ -294,3 +294,28 @@ def test_a_forward_on_another_thread_during_a_capture_is_attributed_as_on_this_o
     for i in range(4):
         assert attribution(f"thread{i}") == here
     assert {module for _, module in attribution("after")} == {None}
+
+
+class Gate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.full((3,), 2.0))
+
+
+def test_an_op_made_by_a_forward_hook_belongs_to_the_hooked_module() -> None:
+    """The reference: the sequence numbers between the hooked module's call starting and its last forward hook returning."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Tanh(), nn.Linear(3, 1))
+    gate = Gate()
+    model[0].register_forward_pre_hook(lambda module, args: (args[0].exp(),))
+    model[0].register_forward_hook(lambda module, args, output: output * gate.scale)
+    span: list[int] = []
+    model[0].register_forward_pre_hook(lambda module, args: span.append(torch._C._autograd._get_sequence_nr()), prepend=True)
+    model[0].register_forward_hook(lambda module, args, output: span.append(torch._C._autograd._get_sequence_nr()))
+    inputs = torch.randn(2, 3, requires_grad=True)
+    with gradexport.capture_modules():
+        output = model(inputs)
+    graph = gradexport.to_networkx(output.sum(), module=model)
+    made_in_call = {data["op"]: data.get("module") for _, data in graph.nodes(data=True) if data["kind"] == "backward" and span[0] <= data["sequence_nr"] < span[1]}
+    assert set(made_in_call) == {"ExpBackward0", "AddmmBackward0", "TBackward0", "MulBackward0"}, "the pre-hook's exp, the layer, the hook's mul"
+    assert set(made_in_call.values()) == {"0"}

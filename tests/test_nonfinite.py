@@ -265,3 +265,28 @@ def test_the_printed_traceback_leaves_out_gradexports_own_frames() -> None:
     text = str(report)
     assert "return x, x.sqrt().sum()" in text and "outside torch and gradexport" in text
     assert str(Path(gradexport.__file__).parent) not in text
+
+
+class RootOfInputs(nn.Module):
+    """The square root at zero happens in the model's own forward, not in a submodule."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x).relu().sqrt().sum()
+
+
+def test_an_origin_in_the_models_own_forward_is_named_the_model() -> None:
+    torch.manual_seed(0)
+    model = RootOfInputs()
+    with torch.no_grad():
+        model.layer.weight.copy_(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))
+        model.layer.bias.zero_()
+    with gradexport.capture_modules():
+        loss = model(torch.tensor([[1.0, 1.0]]))
+    report = gradexport.find_nonfinite(loss, module=model)
+    assert report is not None and report.first.module == "" and report.first.op == "SqrtBackward0"
+    assert f"{report.first.node} SqrtBackward0 in the model" in str(report)
+    assert "in module ''" not in str(report)

@@ -520,3 +520,54 @@ def test_a_function_modes_own_calls_are_not_sent_back_to_it() -> None:
     with Reads():
         torch.sqrt(torch.ones(2))
     assert "sum" not in seen and "sqrt" in seen, changed("TorchFunctionMode", f"its handler's own calls reach it: {seen}")
+
+
+def test_rerun_checkpoint_recomputes_what_the_reentrant_checkpoint_backward_does() -> None:
+    from torch.utils.checkpoint import checkpoint
+
+    weight = torch.randn(3, requires_grad=True)
+    x = torch.randn(3, requires_grad=True)
+    out = checkpoint(lambda t, scale: torch.nn.functional.dropout(t * weight, 0.5) * scale, x, 2.0, use_reentrant=True)
+    node = out.grad_fn
+    assert _torch.is_reentrant_checkpoint(node), changed("CheckpointFunctionBackward._forward_cls", "is not torch.utils.checkpoint.CheckpointFunction")
+    before = torch.get_rng_state()
+    outputs, inputs = _torch.rerun_checkpoint(node)
+    assert torch.equal(torch.get_rng_state(), before), changed("CheckpointFunction's ctx.fwd_cpu_state", "the rerun moved the caller's random state")
+    assert inputs[1] == 2.0 and inputs[0] is not x and torch.equal(inputs[0], x) and inputs[0].requires_grad, changed(
+        "CheckpointFunction's ctx.inputs / tensor_indices / saved_tensors", "the region's arguments are not rebuilt"
+    )
+    assert torch.equal(outputs[0], out), changed("CheckpointFunction's ctx.fwd_cpu_state", "the rerun drew another dropout mask than the forward")
+    (gradient,) = torch.autograd.grad(outputs[0].sum(), weight)
+    out.sum().backward()
+    assert torch.equal(gradient, weight.grad), changed("CheckpointFunction.backward", "its recomputation differs from the rerun")
+    with pytest.raises(RuntimeError) as freed:
+        _torch.rerun_checkpoint(node)
+    assert _torch.saved_read_failure(freed.value) == "freed", changed("CheckpointFunction's ctx.saved_tensors", "reading them after backward raised another error")
+
+
+def test_forward_hooks_are_listed_once_per_call_so_a_hook_removed_by_an_earlier_one_still_runs() -> None:
+    layer = torch.nn.Linear(2, 2)
+    ran: list[str] = []
+    later = layer.register_forward_hook(lambda module, args, output: ran.append("later"))
+    assert _torch.forward_hook_count(layer) == 1, changed("Module._forward_hooks", "does not hold the module's forward hooks")
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: later.remove())
+    assert _torch.has_global_module_hooks(), changed("torch.nn.modules.module._global_forward_hooks", "a global hook is not there")
+    try:
+        layer(torch.ones(1, 2))
+        layer(torch.ones(1, 2))
+    finally:
+        handle.remove()
+    assert not _torch.has_global_module_hooks()
+    # capture_modules removes its closing hook from a global hook that runs before it, and relies on this.
+    assert ran == ["later"], changed("Module._call_impl", "the hooks to run are no longer listed before the first runs")
+
+
+@pytest.mark.skipif(_torch.TORCH_VERSION < (2, 8), reason="torch.compile(module) warns about global hooks from torch 2.8 (pytorch PR 152740)")
+def test_compiled_module_warning_text_is_what_the_capture_silences() -> None:
+    compiled = torch.compile(torch.nn.Linear(2, 2), backend="eager")
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+    try:
+        with pytest.warns(UserWarning, match=_torch.COMPILED_GLOBAL_HOOKS_WARNING):
+            compiled(torch.ones(1, 2))
+    finally:
+        handle.remove()

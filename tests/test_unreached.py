@@ -132,20 +132,82 @@ def test_all_reached_and_params() -> None:
     assert only_model.unreached == () and str(only_model) == "all 2 trainable parameter(s) are reached by the roots"
 
 
-def test_a_reentrant_checkpoint_is_a_doubt_not_a_verdict() -> None:
-    import torch.utils.checkpoint as checkpoint
+class Gated(nn.Module):
+    """A checkpointed block that truly leaves ``unused`` out (a detach inside the region) and nests a second checkpoint."""
 
-    model = nn.ModuleDict({"inner": nn.Linear(3, 3), "skipped": nn.Linear(3, 3)})
-    x = torch.randn(2, 3, requires_grad=True)
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(3, 3)
+        self.nested = nn.Linear(3, 3)
+        self.cut = nn.Linear(3, 3)
+        self.unused = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        hidden = nn.functional.dropout(self.inner(x), 0.5, training=True)
+        hidden = checkpoint(self.nested, hidden, use_reentrant=True)
+        return hidden + self.cut(x).detach()
+
+
+def _checkpointed(seed: int) -> tuple[nn.ModuleDict, torch.Tensor]:
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(seed)
+    model = nn.ModuleDict({"gated": Gated(), "skipped": nn.Linear(3, 3)})
     with gradexport.capture_modules(), gradexport.tools.capture_source():
-        loss = checkpoint.checkpoint(model["inner"], x, use_reentrant=True).sum()
-    records = {record.name: record.reason for record in gradexport.tools.unreached(loss, module=model).unreached}
-    assert records == {
-        "inner.weight": "behind_checkpoint", "inner.bias": "behind_checkpoint",
+        loss = checkpoint(model["gated"], torch.randn(2, 3, requires_grad=True), use_reentrant=True).sum()
+    return model, loss
+
+
+# The nested checkpoint runs under the outer one's no_grad in the forward, and torch says so.
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+def test_a_reentrant_checkpoint_region_is_retraced_and_agrees_with_backward() -> None:
+    model, loss = _checkpointed(0)
+    state = torch.get_rng_state()
+    report = gradexport.tools.unreached(loss, module=model)
+    assert torch.equal(torch.get_rng_state(), state), "re-tracing leaves the caller's random state as it was"
+    loss.backward()
+    with_grad = {name for name, parameter in model.named_parameters() if parameter.grad is not None}
+    assert set(report.through_checkpoint) == with_grad == {"gated.inner.weight", "gated.inner.bias", "gated.nested.weight", "gated.nested.bias"}
+    assert report.reached == len(with_grad)
+    assert {record.name: record.reason for record in report.unreached} == {
+        # The forward captured ran the region under the checkpoint's no_grad, so that is what it saw.
+        "gated.cut.weight": "no_grad", "gated.cut.bias": "no_grad",
+        "gated.unused.weight": "module_not_called", "gated.unused.bias": "module_not_called",
         "skipped.weight": "module_not_called", "skipped.bias": "module_not_called",
     }
-    loss.backward()
-    assert model["inner"].weight.grad is not None and model["skipped"].weight.grad is None  # why it is only a doubt
+    assert {record.name for record in report.unreached} == {name for name, parameter in model.named_parameters() if parameter.grad is None}
+    assert str(report).splitlines()[0] == "6 trainable parameter(s) get no gradient from the roots:"
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+def test_after_backward_a_reentrant_checkpoint_is_a_doubt_not_a_verdict() -> None:
+    model, loss = _checkpointed(0)
+    loss.backward()  # frees the region's saved inputs: it can no longer be re-traced
+    records = {record.name: record.reason for record in gradexport.tools.unreached(loss, module=model).unreached}
+    assert records["gated.inner.weight"] == "behind_checkpoint" and records["skipped.weight"] == "module_not_called"
+    assert model["gated"].inner.weight.grad is not None and model["skipped"].weight.grad is None  # why it is only a doubt
+
+
+def test_retrace_checkpoint_remakes_the_region_backward_runs() -> None:
+    """The re-traced region computes what the checkpoint's forward did (dropout mask included) and reaches the parameters backward gives a gradient."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(1)
+    block = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Tanh())
+    out = checkpoint(block, torch.randn(4, 3, requires_grad=True), use_reentrant=True)
+    region = gradexport.tools.retrace_checkpoint(out)
+    assert region.node is out.grad_fn and len(region.outputs) == 1
+    assert torch.equal(region.outputs[0], out)
+    graph = gradexport.to_networkx(region.outputs, params=dict(block.named_parameters()))
+    leaves = {name for _, data in graph.nodes(data=True) for name in data.get("names", ())}
+    out.sum().backward()
+    assert leaves == {name for name, parameter in block.named_parameters() if parameter.grad is not None} == {"0.weight", "0.bias"}
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        gradexport.tools.retrace_checkpoint(out)
+    with pytest.raises(gradexport.errors.ArgumentValueError, match="retrace_checkpoint: target is not a reentrant checkpoint"):
+        gradexport.tools.retrace_checkpoint(block[0](torch.ones(1, 3)))
 
 
 PROGRAM = textwrap.dedent(
@@ -173,10 +235,7 @@ PROGRAM = textwrap.dedent(
 def test_check_unused_command(tmp_path: Path, cut: bool) -> None:
     target = tmp_path / "net.py"
     target.write_text(PROGRAM.format(cut=cut))
-    done = subprocess.run(
-        [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
-    )
+    done = _check_unused(target)
     lines = done.stdout.strip().splitlines()
     if cut:
         assert done.returncode == 1, done.stderr
@@ -185,3 +244,62 @@ def test_check_unused_command(tmp_path: Path, cut: bool) -> None:
     else:
         assert done.returncode == 0, done.stderr
         assert lines == ["all 4 trainable parameter(s) are reached by the roots"]
+
+
+def _check_unused(target: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+
+
+CHECKPOINTED = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.checkpoint import checkpoint
+
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Linear(4, 4)
+            self.outer = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.outer(self.inner(x).relu())
+
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Linear(3, 4)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(4))
+
+        def forward(self, x):
+            hidden = self.embed(x)
+            for block in self.blocks:
+                hidden = checkpoint(block, hidden, use_reentrant=True)
+            return hidden.sum()
+
+
+    def make():
+        torch.manual_seed(0)
+        model = Net()
+        return model(torch.randn(2, 3)), model
+    """
+)
+
+
+def test_check_unused_passes_a_correct_reentrant_checkpointed_model(tmp_path: Path) -> None:
+    """The issue's report: 16 of 18 parameters named unreached, exit 1; backward gives all 18 a gradient."""
+    target = tmp_path / "checkpointed.py"
+    target.write_text(CHECKPOINTED)
+    namespace: dict[str, object] = {}
+    exec(compile(CHECKPOINTED, str(target), "exec"), namespace)
+    loss, model = namespace["make"]()  # type: ignore[operator]
+    loss.backward()
+    with_grad = [name for name, parameter in model.named_parameters() if parameter.grad is not None]
+    assert len(with_grad) == 18 == len(list(model.parameters()))
+    done = _check_unused(target)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[0].startswith("all 18 trainable parameter(s) are reached by the roots")

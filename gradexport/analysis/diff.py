@@ -61,7 +61,7 @@ import networkx as nx
 from ..core.collector import gc_paused
 from ..core.errors import ArgumentTypeError
 from ..core.marks import DIFF_STATES, GRAD_KEYS
-from ..core.reports import html_block, html_table, printable
+from ..core.reports import html_block, html_table, module_label, printable
 from ..core.source import KeyedEdges, node_data, predecessors, successors
 
 __all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
@@ -600,7 +600,7 @@ def _node_line(graph: nx.MultiDiGraph, node_id: str) -> str:
     if data.get("names"):
         text += f" ({', '.join(data['names'])})"
     if data.get("module") is not None:
-        text += f" [{data['module'] or '(model)'}]"
+        text += f" [{module_label(data['module'])}]"
     if isinstance(data.get("source"), str):  # gradexport.tools.capture_source: b's line, a's for a removed node
         text += f" at {data['source']}"
     for key, (value_a, value_b) in data.get("changes", {}).items():

@@ -36,6 +36,7 @@ import networkx as nx
 import torch
 
 from ..core.errors import ArgumentValueError
+from ..core.reports import module_label
 from ..tracing.graph import GraphStream, Params, SavedNode
 from ..tracing.roots import Roots
 
@@ -96,11 +97,11 @@ class SavedMemory:
         if self.nodes:
             lines.append("top nodes by activations (own + shared with an earlier node):")
             for entry in self.nodes:
-                where = f"  [{entry.module or '(model)'}]" if entry.module is not None else ""
+                where = f"  [{module_label(entry.module)}]" if entry.module is not None else ""
                 lines.append(f"  {entry.node:>6} {entry.op:<28} {_size(entry.activation_bytes)}{where}")
         if self.modules:
             lines.append("top modules by activations:")
-            lines += [f"  {name or '(model)':<34} {_size(size)}" for name, size in self.modules]
+            lines += [f"  {module_label(name):<34} {_size(size)}" for name, size in self.modules]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -125,12 +126,12 @@ class SavedMemory:
         nodes = html_table(
             ["node", "op", "module", "activations", "saved (own)", "shared"],
             [
-                [entry.node, entry.op, "" if entry.module is None else entry.module or "(model)",
+                [entry.node, entry.op, "" if entry.module is None else module_label(entry.module),
                  _size(entry.activation_bytes), _size(entry.saved_bytes), _size(entry.shared_bytes)]
                 for entry in self.nodes
             ],
         )
-        modules = html_table(["module", "activations"], [[name or "(model)", _size(size)] for name, size in self.modules])
+        modules = html_table(["module", "activations"], [[module_label(name), _size(size)] for name, size in self.modules])
         return head + nodes + (modules if self.modules else "")
 
 

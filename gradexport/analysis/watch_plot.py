@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..backward.watch_file import WatchHistory
 from ..core.errors import ArgumentKeyError, ArgumentValueError
 from ..core.extras import import_extra
+from ..core.reports import module_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,7 +101,7 @@ def plot_flow(history: WatchHistory, step: int | None = None, *, layers_only: bo
     matrix = [[math.nan if value is None or value <= 0 else value for value in line] for line in data]
     norm = LogNorm(vmin=min(finite), vmax=max(finite)) if finite else None
     image = heat.imshow(matrix, aspect="auto", interpolation="nearest", norm=norm, cmap="viridis")
-    heat.set_yticks(range(len(rows)), [f"{name or '(model)'}{' ⚠' if name in flags else ''}" for name in rows], fontsize=7)
+    heat.set_yticks(range(len(rows)), [f"{module_label(name)}{' ⚠' if name in flags else ''}" for name in rows], fontsize=7)
     ticks = sorted({0, len(table.steps) - 1, *range(0, len(table.steps), max(1, len(table.steps) // 8))})
     heat.set_xticks(ticks, [str(table.steps[index]) for index in ticks], fontsize=7)
     heat.set_xlabel("step")

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 
-from ..core.reports import html_block, html_table, printable
+from ..core.reports import html_block, html_table, in_module, module_label, printable
 from ..tracing.forward_values import ForwardOrigin, NonfiniteValues, check_of, nonfinite_values
 from ..tracing.graph import Params, Trace, param_pairs, trace
 from ..tracing.modules import qualified_names
@@ -279,7 +279,7 @@ class NonfiniteReport:
             [
                 origin.node,
                 origin.op,
-                "" if origin.module is None else origin.module or "(model)",
+                "" if origin.module is None else module_label(origin.module),
                 origin.exec_order,
                 origin.cause,
                 "; ".join(gradient.describe() for gradient in origin.gradients),
@@ -625,8 +625,7 @@ def _some(names: tuple[str, ...], limit: int = 8) -> str:
 
 
 def _label(origin: NonfiniteOrigin) -> str:
-    module = f" in module {origin.module!r}" if origin.module is not None else ""
-    return f"{origin.node} {printable(origin.op)}{module}"
+    return f"{origin.node} {printable(origin.op)}{in_module(origin.module)}"
 
 
 def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = True) -> list[str]:

@@ -61,7 +61,8 @@ from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
 from ..core.extras import import_extra
-from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, tensor_leaves
+from ..core.reports import module_label
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
@@ -426,8 +427,8 @@ class Watch(AbstractContextManager["Watch"]):
                 self._traced_calls = calls
             return
         if calls and calls != self._traced_calls:
-            names = [self._modules[index][0] or "(model)" for index in calls]
-            before = [self._modules[index][0] or "(model)" for index in self._traced_calls]
+            names = [module_label(self._modules[index][0]) for index in calls]
+            before = [module_label(self._modules[index][0]) for index in self._traced_calls]
             reason = f"step {self.step_index} called {len(names)} modules {names[:8]}, the traced step {len(before)} {before[:8]}"
             warnings.warn(
                 f"watch: the model's structure changed ({reason}); its graph is traced again at the next recorded step",
@@ -457,9 +458,15 @@ class Watch(AbstractContextManager["Watch"]):
 
 
 def _floats(tensors: list[torch.Tensor]) -> list[float]:
-    """0-d tensors as Python floats, in one device-to-host transfer."""
+    """0-d tensors as Python floats, in one device-to-host transfer.
+
+    A statistic of an FSDP2 gradient (a sharded ``DTensor``) is a partial
+    value per rank: it is reduced first (a collective per value, so every
+    rank must step), and the history holds the whole gradient's statistics.
+    """
     if not tensors:
         return []
+    tensors = [full_value(tensor) for tensor in tensors]
     first = tensors[0]
     if all(tensor.dtype == first.dtype and tensor.device == first.device for tensor in tensors):
         return [float(value) for value in torch.stack(tensors).tolist()]

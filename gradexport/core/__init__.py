@@ -10,8 +10,9 @@
 - `gradexport.core.limits`: the sizes the consumers (mermaid.js) accept;
 - `gradexport.core.errors`: every exception and warning, one tree under
   `gradexport.GradexportError`;
-- `gradexport.core.reports`: names escaped in report text (`printable`) and
-  the escaped HTML that report objects show in a notebook;
+- `gradexport.core.reports`: names escaped in report text (`printable`), the
+  escaped HTML that report objects show in a notebook, and how reports name a
+  module (`MODEL_LABEL` for the model itself);
 - `gradexport.core.temporaries`: the temporary files and folders a signal
   handler removes, and the child processes it kills, before the process exits;
 - `gradexport.core.children`: running a child process (Graphviz) that

@@ -59,6 +59,8 @@ from __future__ import annotations
 
 import os
 
+from .reports import in_module
+
 __all__ = [
     "ArgumentKeyError",
     "ArgumentTypeError",
@@ -191,7 +193,7 @@ class InPlaceError(GradexportError, RuntimeError):
         version: int | None,
         torch_message: str,
     ):
-        where = f"{node} {op}" + ("" if module is None else f" in module {module!r}")
+        where = f"{node} {op}{in_module(module)}"
         what = f"its saved {saved or 'tensor'} ({tensor})" if tensor else f"its saved {saved or 'tensor'}"
         versions = "" if saved_version is None else f": saved at version {saved_version}, now at version {version}"
         super().__init__(

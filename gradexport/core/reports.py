@@ -16,6 +16,8 @@ Examples:
     '<table><tr><th>node</th><th>op</th></tr><tr><td>n1</td><td>&lt;Mul&gt;</td></tr></table>'
     >>> html_block("<b>", "a & b")
     '<p><b>&lt;b&gt;</b></p><pre>a &amp; b</pre>'
+    >>> module_label(""), module_label("encoder.0")
+    ('(model)', 'encoder.0')
 """
 
 from __future__ import annotations
@@ -24,7 +26,27 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["html_block", "html_table", "printable"]
+__all__ = ["MODEL_LABEL", "html_block", "html_table", "in_module", "module_label", "printable"]
+
+#: How every report names the top-level model, whose qualified module name is ``""``.
+MODEL_LABEL = "(model)"
+
+
+def module_label(name: str) -> str:
+    """A module's qualified name as reports show it: `MODEL_LABEL` for the model itself (``""``)."""
+    return printable(name) or MODEL_LABEL
+
+
+def in_module(name: str | None) -> str:
+    """`` in module 'encoder.0'``, `` in the model`` for ``""``, nothing for ``None`` (no module known).
+
+    Examples:
+        >>> in_module("act"), in_module(""), in_module(None)
+        (" in module 'act'", ' in the model', '')
+    """
+    if name is None:
+        return ""
+    return f" in module {name!r}" if name else " in the model"
 
 # Control characters (ANSI escape sequences start with one), line and paragraph
 # separators, lone surrogates and the noncharacters U+FFFE/U+FFFF would break a

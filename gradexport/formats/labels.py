@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.kinds import is_model_id
-from ..core.reports import printable
+from ..core.reports import MODEL_LABEL, printable
 from .styles import NODE_STYLES
 
 __all__ = [
@@ -99,7 +99,7 @@ def module_title(path: str, classes: Mapping[str, str] | None = None) -> str:
     if not isinstance(class_name, str):
         class_name = None
     if path == "":
-        title = class_name or "(model)"
+        title = class_name or MODEL_LABEL
     else:
         title = f"{path}: {class_name}" if class_name else path
     return shorten(printable(title))

@@ -41,6 +41,29 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``torch._C._autograd._get_current_graph_task_keep_graph()``, which that
   region's backward reads to refuse running while the graph is kept
   (`donates_saved_buffers`, `apply_with_graph_freed`).
+* The ``ctx`` of ``torch.utils.checkpoint.CheckpointFunction`` (a reentrant
+  checkpoint's node): ``run_function``, ``inputs``, ``tensor_indices``,
+  ``saved_tensors``, ``preserve_rng_state``, ``fwd_cpu_state`` and the autocast
+  keywords, the same from torch 2.1 to 2.15 but for the device type
+  (``device`` before torch 2.2, ``device_type`` after) and the
+  ``device_type`` keyword of ``set_device_states`` (`is_reentrant_checkpoint`,
+  `rerun_checkpoint`).
+* ``Module._forward_hooks``, and ``Module._call_impl`` taking the list of
+  forward hooks to run (the global ones, then the module's) once, before the
+  first runs: a hook that one of them removes still runs for that call
+  (`forward_hook_count`).
+* ``torch.nn.modules.module._global_forward_hooks`` and its siblings, and the
+  wording of the warning ``OptimizedModule.__call__`` issues (torch 2.8 and
+  later) when any global module hook is registered
+  (`has_global_module_hooks`, `COMPILED_GLOBAL_HOOKS_WARNING`).
+* FSDP2's state on a ``fully_shard`` module (``_get_fsdp_state()``, its
+  ``_fsdp_param_groups``, ``_fsdp_param_group`` before torch 2.9 or so, each
+  group's ``fsdp_params`` with ``sharded_param`` and ``_unsharded_param``)
+  (`fsdp_unsharded`).
+* Inductor's cache folder, where it writes the Python code it generates
+  (``torch._inductor.runtime.cache_dir_utils.cache_dir()``;
+  ``torch._inductor.codecache.cache_dir()`` before torch 2.3)
+  (`inductor_cache_dir`).
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
@@ -60,6 +83,9 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import inspect
 import operator
 import re
 import sys
@@ -178,6 +204,7 @@ def require_torch(needed: tuple[int, int], feature: str) -> None:
 
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
+    "COMPILED_GLOBAL_HOOKS_WARNING",
     "FREED_TEXTS",
     "INPUT_METADATA_TORCH",
     "SAVED_HOOKS_VISIBLE",
@@ -196,14 +223,20 @@ __all__ = [
     "foreach_copy_",
     "foreach_norm",
     "foreach_sub_",
+    "forward_hook_count",
+    "fsdp_unsharded",
+    "full_value",
     "function_codes",
     "function_saved_tensors",
     "gradient_edge",
+    "has_global_module_hooks",
     "in_place_versions",
+    "inductor_cache_dir",
     "input_metadata",
     "is_compiling",
     "is_dynamo_code",
     "is_orphaned_function_node",
+    "is_reentrant_checkpoint",
     "leaf_variable",
     "make_grad",
     "next_sequence_nr",
@@ -214,6 +247,7 @@ __all__ = [
     "raw_saved",
     "read_saved",
     "require_torch",
+    "rerun_checkpoint",
     "run_tensor_hooks",
     "saved_getters",
     "saved_is_hook_packed",
@@ -904,3 +938,169 @@ def foreach_copy_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
         [tensor([1., 2.])]
     """
     torch._foreach_copy_(list(targets), list(sources))
+
+
+def is_reentrant_checkpoint(node: Node) -> bool:
+    """Whether ``node`` is the one opaque node of ``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)`` (``CheckpointFunctionBackward``).
+
+    Examples:
+        >>> from torch.utils.checkpoint import checkpoint
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> is_reentrant_checkpoint(checkpoint(torch.sin, x, use_reentrant=True).grad_fn), is_reentrant_checkpoint((x * 2).grad_fn)
+        (True, False)
+    """
+    from torch.utils.checkpoint import CheckpointFunction
+
+    return getattr(node, "_forward_cls", None) is CheckpointFunction
+
+
+def rerun_checkpoint(node: Node) -> tuple[tuple[torch.Tensor, ...], tuple[Any, ...]]:
+    """Run a reentrant checkpoint's function again, as its backward does, and return ``(outputs, inputs)``.
+
+    ``CheckpointFunction.backward`` recomputes the region under
+    ``enable_grad`` on detached copies of its saved inputs, with the random
+    state and autocast of the forward; this does the same and stops before
+    the nested backward. The outputs' ``grad_fn`` graph is the region's
+    contents, reaching the parameters used inside; the inputs are the
+    detached copies (non-tensor arguments as they were). The user's RNG state
+    is left as it was.
+
+    Raises:
+        RuntimeError: as torch does when the saved inputs were freed (after ``backward()``).
+
+    Examples:
+        >>> from torch.utils.checkpoint import checkpoint
+        >>> weight = torch.ones(2, requires_grad=True)
+        >>> out = checkpoint(lambda t: (t * weight).exp(), torch.ones(2, requires_grad=True), use_reentrant=True)
+        >>> outputs, inputs = rerun_checkpoint(out.grad_fn)
+        >>> outputs[0].grad_fn.name(), outputs[0].grad_fn.next_functions[0][0].next_functions[1][0].variable is weight
+        ('ExpBackward0', True)
+    """
+    from torch.utils.checkpoint import detach_variable
+
+    ctx: Any = node
+    arguments = list(ctx.inputs)
+    for index, tensor in zip(ctx.tensor_indices, ctx.saved_tensors, strict=True):
+        arguments[index] = tensor
+    devices = ctx.fwd_devices if ctx.preserve_rng_state and ctx.had_device_in_fwd else []
+    device_type = ctx.device_type if hasattr(ctx, "device_type") else ctx.device
+    device_autocast = ctx.device_autocast_kwargs or {"enabled": False}
+    with torch.random.fork_rng(devices=devices, enabled=ctx.preserve_rng_state, device_type=device_type):
+        if ctx.preserve_rng_state:
+            torch.set_rng_state(ctx.fwd_cpu_state)
+            if ctx.had_device_in_fwd:
+                from torch.utils.checkpoint import set_device_states
+
+                keywords = {"device_type": device_type} if "device_type" in inspect.signature(set_device_states).parameters else {}
+                set_device_states(ctx.fwd_devices, ctx.fwd_device_states, **keywords)
+        detached = detach_variable(tuple(arguments))
+        device_context: Any = torch.autocast(device_type, **device_autocast) if device_type != "cpu" else contextlib.nullcontext()
+        with torch.enable_grad(), device_context, torch.autocast("cpu", **ctx.cpu_autocast_kwargs):
+            outputs = ctx.run_function(*detached)
+    return (tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)), detached
+
+
+def forward_hook_count(module: torch.nn.Module) -> int:
+    """How many ``register_forward_hook`` hooks ``module`` holds of its own (``module._forward_hooks``; global hooks not counted).
+
+    Examples:
+        >>> layer = torch.nn.Linear(2, 2)
+        >>> _ = layer.register_forward_hook(lambda module, args, output: None)
+        >>> forward_hook_count(layer)
+        1
+    """
+    return len(module._forward_hooks)
+
+
+#: The start of the warning (a regular expression for ``warnings.filterwarnings``) that
+#: ``torch.compile(module)``'s wrapper issues on every call while a global module hook is registered.
+COMPILED_GLOBAL_HOOKS_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
+
+_GLOBAL_MODULE_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks")
+
+
+def has_global_module_hooks() -> bool:
+    """Whether any global module hook (``register_module_forward_hook`` and its siblings) is registered.
+
+    Examples:
+        >>> has_global_module_hooks()
+        False
+        >>> handle = torch.nn.modules.module.register_module_forward_hook(lambda module, args, output: None)
+        >>> has_global_module_hooks()
+        True
+        >>> handle.remove()
+    """
+    module = torch.nn.modules.module
+    return any(getattr(module, name, None) for name in _GLOBAL_MODULE_HOOKS)
+
+
+def full_value(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself, or for a ``DTensor`` (FSDP2's parameters and gradients, tensor parallel) its whole value, ``full_tensor()``.
+
+    For a DTensor this is a collective (a partial sum or norm is reduced, a
+    shard gathered): every rank of its mesh must call it, in the same order.
+    ``torch.distributed.tensor`` is looked up only once something imported
+    it, so plain tensors cost a dictionary look-up.
+
+    Examples:
+        >>> full_value(torch.ones(2))
+        tensor([1., 1.])
+    """
+    dtensor_module = sys.modules.get("torch.distributed.tensor")
+    dtensor_type = getattr(dtensor_module, "DTensor", None)
+    if dtensor_type is not None and isinstance(tensor, dtensor_type):
+        return tensor.full_tensor()
+    return tensor
+
+
+def fsdp_unsharded(module: torch.nn.Module) -> dict[int, torch.Tensor]:
+    """``id(sharded parameter) -> unsharded parameter`` for every FSDP2 (``fully_shard``) parameter in ``module``.
+
+    FSDP2 registers the sharded ``DTensor`` on the module and swaps in an
+    unsharded ``nn.Parameter`` for the forward; the autograd graph's
+    ``AccumulateGrad`` holds that one, and FSDP moves its gradient into the
+    sharded parameter's ``.grad`` after backward. After a forward that
+    resharded (``reshard_after_forward``), ``named_parameters()`` gives the
+    sharded ones again, so the graph's leaves are named through this map.
+    Empty for a module without FSDP2, and for parameters not unsharded yet.
+
+    Examples:
+        >>> fsdp_unsharded(torch.nn.Linear(2, 2))
+        {}
+    """
+    found: dict[int, torch.Tensor] = {}
+    for submodule in module.modules():
+        state_of = getattr(submodule, "_get_fsdp_state", None)
+        if state_of is None:
+            continue
+        state = state_of()
+        groups = getattr(state, "_fsdp_param_groups", None)
+        if groups is None:
+            group = getattr(state, "_fsdp_param_group", None)
+            groups = [] if group is None else [group]
+        for group in groups:
+            for fsdp_param in group.fsdp_params:
+                unsharded = getattr(fsdp_param, "_unsharded_param", None)
+                if unsharded is not None:
+                    found[id(fsdp_param.sharded_param)] = unsharded
+    return found
+
+
+def inductor_cache_dir() -> str | None:
+    """The folder where inductor writes the code it generates (``TORCHINDUCTOR_CACHE_DIR`` or its default), or None until inductor is imported.
+
+    A frame of a compiled region's runtime (``call`` in a generated module
+    there) is torch's code, not the user's.
+
+    Examples:
+        >>> import torch._inductor.config
+        >>> inductor_cache_dir().startswith("/")
+        True
+    """
+    if "torch._inductor" not in sys.modules:
+        return None
+    try:
+        where: Any = importlib.import_module("torch._inductor.runtime.cache_dir_utils")
+    except ImportError:  # pragma: no cover - torch before 2.3
+        where = importlib.import_module("torch._inductor.codecache")
+    return str(where.cache_dir())

@@ -110,7 +110,7 @@ from ..core.errors import ArgumentTypeError, ModuleNotCapturedWarning, StreamCon
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
 from . import lines
-from ._torch import INPUT_METADATA_TORCH, input_metadata, leaf_variable, require_torch, sequence_nr_getter, signed
+from ._torch import INPUT_METADATA_TORCH, fsdp_unsharded, input_metadata, leaf_variable, require_torch, sequence_nr_getter, signed
 from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
@@ -231,8 +231,7 @@ def _leaf_names(params: Params | None, module: torch.nn.Module | None, caller: s
     names: dict[int, list[str]] = {}
     pairs: list[tuple[str, torch.Tensor]] = []
     if module is not None:
-        pairs += module.named_parameters(remove_duplicate=False)
-        pairs += module.named_buffers(remove_duplicate=False)
+        pairs += _named_tensors(module)
     if params is not None:
         pairs += param_pairs(params, caller)
     for name, tensor in pairs:
@@ -270,9 +269,18 @@ def _short(value: Any) -> str:
 
 def _leaf_modules(module: torch.nn.Module) -> dict[int, str]:
     owners: dict[int, str] = {}
-    for name, tensor in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]:
+    for name, tensor in _named_tensors(module):
         owners.setdefault(id(tensor), name.rpartition(".")[0])
     return owners
+
+
+def _named_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """``named_parameters()`` and ``named_buffers()`` (duplicates kept), with each FSDP2 parameter's unsharded twin under its name too."""
+    pairs = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+    unsharded = fsdp_unsharded(module)
+    if unsharded:
+        pairs += [(name, unsharded[id(tensor)]) for name, tensor in pairs if id(tensor) in unsharded]
+    return pairs
 
 
 NextFunctions = tuple[tuple[Node | None, int], ...]

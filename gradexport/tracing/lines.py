@@ -61,7 +61,7 @@ import torch
 from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
-from ._torch import function_codes, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+from ._torch import function_codes, inductor_cache_dir, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
 from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
@@ -116,14 +116,16 @@ def _is_internal(code: CodeType) -> bool:
         filename = code.co_filename
         # Code that torch generates (fx's "<eval_with_key>.3", Dynamo's
         # runtime wrappers named "...codegen(...)", the code Dynamo runs in
-        # place of a compiled function) counts as torch's, and contextlib's
+        # place of a compiled function, inductor's modules in its cache folder) counts as torch's, and contextlib's
         # frames (a ``with`` block's entry) are nobody's line.
+        generated = inductor_cache_dir()
         verdict = (
             filename.startswith(_INTERNAL_ROOTS)
             or filename.startswith("<eval_with_key>")
             or "codegen(" in filename
             or filename == contextlib.__file__
             or is_dynamo_code(code)
+            or (generated is not None and filename.startswith(os.path.join(generated, "")))
         )
         _internal_code[code] = verdict
     return verdict

@@ -7,7 +7,8 @@ module's forward returns, every backward node created during that call (its
 reachable from the call's outputs is tagged with the module in the node's
 writable ``metadata`` dict. Inner modules return first, so the innermost module
 wins; modules called several times, nested modules and functional calls inside
-a forward are all covered. `gradexport.to_networkx` then turns the tagged
+a forward are all covered, and so are the module's own forward pre-hooks and
+forward hooks (an op a forward hook makes belongs to the module it hooks). `gradexport.to_networkx` then turns the tagged
 module into its qualified name (``encoder.layers.3.self_attn``) when given the
 model as ``module=``, as the node attribute ``module``.
 
@@ -22,9 +23,13 @@ forwards at once each tag their own nodes. A ``torch.compile``
 region is one opaque node (``CompiledFunctionBackward``) and gets the module
 that called it: the compiled module (``torch.compile(model)`` gives
 ``model``'s own path, ``""``). The hooks stay out of what Dynamo traces, so a
-model compiles into the same graphs with and without the capture; torch
-warns that global hooks fire "an extra time" for the compiled wrapper, which
-is how its region gets its module.
+model compiles into the same graphs with and without the capture. torch
+warns on every call of a compiled module that global hooks fire "an extra
+time" for its wrapper; that extra call is how the region gets its module, so
+the capture silences that one warning while its block runs, unless global
+module hooks of someone else's were registered when it began (the warning is
+then theirs to see). The filter is set with ``warnings.catch_warnings``, so
+warning filters changed inside the block are put back when it ends.
 
 Examples:
     >>> import torch, gradexport
@@ -38,7 +43,9 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,7 +56,17 @@ from torch import nn
 from torch.autograd.graph import Node
 from torch.utils.hooks import RemovableHandle
 
-from ._torch import compiled_original, is_compiling, next_sequence_nr, node_metadata, sequence_nr, tensor_leaves
+from ._torch import (
+    COMPILED_GLOBAL_HOOKS_WARNING,
+    compiled_original,
+    forward_hook_count,
+    has_global_module_hooks,
+    is_compiling,
+    next_sequence_nr,
+    node_metadata,
+    sequence_nr,
+    tensor_leaves,
+)
 
 __all__ = ["CALLS", "METADATA_KEY", "ModuleCall", "capture_modules", "module_classes", "module_of", "named_module_of", "qualified_names"]
 
@@ -63,6 +80,10 @@ class _CallStack(threading.local):
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.grad_enabled: list[bool] = []
+        #: Per open call: the handle of the hook that ends a call whose module has forward hooks of its own, else None.
+        self.closers: list[RemovableHandle | None] = []
+        #: ``id(module) -> (start, grad_enabled)`` of a call whose forward returned, waiting for its own hooks to run.
+        self.pending: dict[int, tuple[int, bool]] = {}
 
 
 class ModuleCall(NamedTuple):
@@ -86,6 +107,9 @@ def capture_modules() -> Iterator[None]:
 
     Nesting is allowed; the hooks are removed when the outermost block exits,
     also on error. Tags live on the nodes, so they last as long as the graph.
+    What a module's own forward pre-hooks and forward hooks compute belongs to
+    that module. A compiled module (``torch.compile(model)``) raises no torch
+    warning about global hooks inside the block: see the module docstring.
 
     Examples:
         >>> import torch, gradexport
@@ -103,19 +127,41 @@ def capture_modules() -> Iterator[None]:
     # call or grad_fn, and would split the user's graph there. The compiled
     # module's wrapper still calls them eagerly, around the whole region, so
     # its CompiledFunctionBackward is tagged with the module that called it.
+    #
+    # Global forward hooks run before the module's own, so what a module's own
+    # forward hook makes comes after `after`. For a module that has such hooks,
+    # `before` also appends `close` to them, to run last; `after` removes it at
+    # once (torch has listed the hooks to run already, so it still runs when
+    # the forward returned, and never on a later call) and leaves the tagging
+    # to it, with the output the module's hooks made.
     def before(module: nn.Module, args: Any) -> None:
         if not is_compiling():
             calls.starts.append(next_sequence_nr())
             calls.grad_enabled.append(torch.is_grad_enabled())
+            calls.closers.append(module.register_forward_hook(close) if forward_hook_count(module) else None)
 
     def after(module: nn.Module, args: Any, output: Any) -> None:
         if calls.starts and not is_compiling():
-            outputs = _tag(output, module, calls.starts.pop())
-            CALLS[module] = ModuleCall(calls.grad_enabled.pop(), outputs)
+            start, grad_enabled, closer = calls.starts.pop(), calls.grad_enabled.pop(), calls.closers.pop()
+            if closer is None:
+                CALLS[module] = ModuleCall(grad_enabled, _tag(output, module, start))
+            else:
+                closer.remove()
+                calls.pending[id(module)] = (start, grad_enabled)
+
+    def close(module: nn.Module, args: Any, output: Any) -> None:
+        start, grad_enabled = calls.pending.pop(id(module))
+        CALLS[module] = ModuleCall(grad_enabled, _tag(output, module, start))
 
     if not _depth[0]:
         CALLS.clear()
     _depth[0] += 1
+    # torch.compile(module)'s wrapper warns on every call that global hooks fire for it too:
+    # with only ours registered, that call is how its region gets its module, as intended.
+    silence = contextlib.ExitStack()
+    if not has_global_module_hooks():
+        silence.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", COMPILED_GLOBAL_HOOKS_WARNING, UserWarning)
     handles: list[RemovableHandle] = [
         nn.modules.module.register_module_forward_pre_hook(before),
         nn.modules.module.register_module_forward_hook(after, always_call=True),
@@ -126,6 +172,7 @@ def capture_modules() -> Iterator[None]:
         _depth[0] -= 1
         for handle in handles:
             handle.remove()
+        silence.close()
 
 
 def _tag(output: Any, module: nn.Module, start: int) -> tuple[Node, ...]:

@@ -26,15 +26,32 @@ none), to say why. The reasons, in the order they are tried (`REASONS`):
 ``"unused_in_forward"``
     Its module ran with gradients on but its output does not depend on it.
 ``"behind_checkpoint"``
-    The roots' graph holds a reentrant checkpoint (``use_reentrant=True``),
-    whose one node hides the parameters used inside: backward, which
-    recomputes the region, may still reach it. Every other reason agrees
-    with ``.grad is None`` after ``backward()``; this one is a doubt.
+    The roots' graph holds a reentrant checkpoint (``use_reentrant=True``)
+    whose region could not be re-traced (see below) because ``backward()``
+    freed its saved inputs: backward, which recomputes the region, may have
+    reached it. Every other reason agrees with ``.grad is None`` after
+    ``backward()``; this one is a doubt, gone when `unreached` runs before
+    ``backward()``.
 ``"unknown"``
     The forward was not captured: run it inside `gradexport.capture_modules`
     (and `gradexport.tools.capture_source` for the lines).
 
 Parameters with ``requires_grad=False`` are listed apart (`UnreachedReport.frozen`).
+An FSDP2 (``fully_shard``) parameter is checked through the unsharded
+parameter its forward used, which the graph holds in its stead.
+
+A reentrant checkpoint (``torch.utils.checkpoint.checkpoint(..., use_reentrant=True)``)
+is one opaque ``CheckpointFunctionBackward`` node: the parameters used inside
+are not in the graph, and backward reaches them only by running the region
+again. `unreached` does what that backward does: it runs the checkpointed
+function once more under ``enable_grad`` on detached copies of its saved
+inputs, with the forward's random state (see
+`gradexport.tools.retrace_checkpoint`), and walks the graph
+that makes. A parameter found there is reached, and named in
+`UnreachedReport.through_checkpoint`. That costs one more forward of each
+region, with its activations held until `unreached` returns, and repeats
+the region's side effects, as backward will (a ``BatchNorm`` in training
+mode updates its running statistics once more).
 
 Examples:
     >>> import torch, gradexport
@@ -55,8 +72,9 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError
-from ..core.reports import printable
-from ._torch import leaf_variable
+from ..core.reports import module_label, printable
+from ._torch import fsdp_unsharded, is_reentrant_checkpoint, leaf_variable
+from .checkpoints import Regions
 from .graph import Params, param_pairs
 from .lines import CUTS, Cut, source_attributes
 from .modules import CALLS
@@ -99,7 +117,7 @@ class Unreached:
 
     def describe(self) -> str:
         """One line: name, module, reason, and where (each name through `gradexport.core.reports.printable`)."""
-        owner = "" if self.module is None else f" (module {printable(self.module) or '(model)'})"
+        owner = "" if self.module is None else f" (module {module_label(self.module)})"
         text = f"{printable(self.name)}{owner}: {REASONS[self.reason]}"
         if self.op is not None:
             text += f" [{printable(self.op)}]"
@@ -116,16 +134,21 @@ class UnreachedReport:
         unreached: Every tensor requiring grad that no root reaches, in ``named_parameters`` order.
         frozen: The names of the parameters with ``requires_grad=False``.
         reached: How many tensors requiring grad the roots reach.
+        through_checkpoint: The names of those reached only through a
+            reentrant checkpoint's region, found by re-tracing it.
     """
 
     unreached: tuple[Unreached, ...]
     frozen: tuple[str, ...]
     reached: int
+    through_checkpoint: tuple[str, ...] = ()
 
     def to_text(self) -> str:
         """The report as readable text; ``str(report)`` gives the same."""
         if not self.unreached:
             lines = [f"all {self.reached} trainable parameter(s) are reached by the roots"]
+            if self.through_checkpoint:
+                lines[0] += f" ({len(self.through_checkpoint)} through a reentrant checkpoint, re-traced)"
         else:
             lines = [f"{len(self.unreached)} trainable parameter(s) get no gradient from the roots:"]
             lines += [f"  {record.describe()}" for record in self.unreached]
@@ -142,8 +165,10 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
 
     Run the forward inside `gradexport.capture_modules` (module reasons) and
     `gradexport.tools.capture_source` (the cut's kind and line); see the module
-    docstring for the reasons. It reads the graph only: call it before
-    ``backward()`` frees nothing it needs, or after, as you like.
+    docstring for the reasons. It reads the graph only, before or after
+    ``backward()``, except for a reentrant checkpoint's region, which it runs
+    again to see inside (one more forward of the region; see the module
+    docstring): call it before ``backward()`` for those.
 
     Args:
         roots: As for `gradexport.to_networkx`: the loss (or losses) you call backward on.
@@ -163,7 +188,9 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
         raise ArgumentTypeError(f"unreached: module must be a torch.nn.Module, got {type(module).__name__}")
     candidates: list[tuple[str, torch.Tensor, str | None]] = []
     seen: set[int] = set()
+    unsharded: dict[int, torch.Tensor] = {}
     if module is not None:
+        unsharded = fsdp_unsharded(module)
         for name, parameter in module.named_parameters():
             candidates.append((name, parameter, name.rpartition(".")[0]))
             seen.add(id(parameter))
@@ -172,28 +199,36 @@ def unreached(roots: Roots, *, module: torch.nn.Module | None = None, params: Pa
             if id(tensor) not in seen:
                 candidates.append((name, tensor, None))
                 seen.add(id(tensor))
-    opaque: set[str] = set()
-    reached_ids = _leaves((root.node for root in collect_roots(roots, caller="unreached")), opaque)
+    regions = Regions()
+    root_nodes = [root.node for root in collect_roots(roots, caller="unreached")]
+    reached_ids = _leaves(root_nodes, regions)
+    direct_ids = _leaves(root_nodes) if regions.opened else reached_ids
     frozen = tuple(name for name, tensor, _ in candidates if not tensor.requires_grad)
     found: list[Unreached] = []
+    through: list[str] = []
     reached = 0
-    explain = _Explainer(module)
+    explain = _Explainer(module, regions)
     for name, tensor, owner in candidates:
         if not tensor.requires_grad:
             continue
+        # An FSDP2 parameter: the graph holds its unsharded twin (see _torch.fsdp_unsharded).
+        tensor = unsharded.get(id(tensor), tensor)
         if id(tensor) in reached_ids:
             reached += 1
+            if id(tensor) not in direct_ids:
+                through.append(name)
             continue
         record = explain(name, tensor, owner)
-        if "CheckpointFunctionBackward" in opaque and record.reason != "module_not_called":
+        if regions.closed and record.reason != "module_not_called":
             record = Unreached(name, owner, "behind_checkpoint")
         found.append(record)
-    return UnreachedReport(tuple(found), frozen, reached)
+    return UnreachedReport(tuple(found), frozen, reached, tuple(through))
 
 
 class _Explainer:
-    def __init__(self, model: torch.nn.Module | None) -> None:
+    def __init__(self, model: torch.nn.Module | None, regions: Regions) -> None:
         self.model = model
+        self.regions = regions
         self.cut_leaves: dict[int, set[int]] = {}
         self.call_leaves: dict[int, set[int]] = {}
 
@@ -224,7 +259,7 @@ class _Explainer:
                 return cut
             leaves = self.cut_leaves.get(index)
             if leaves is None:
-                leaves = self.cut_leaves[index] = _leaves(cut.inputs)
+                leaves = self.cut_leaves[index] = _leaves(cut.inputs, self.regions)
             if id(tensor) in leaves:
                 return cut
         return None
@@ -232,14 +267,14 @@ class _Explainer:
     def reached_by(self, nodes: tuple[Node, ...], key: int) -> set[int]:
         leaves = self.call_leaves.get(key)
         if leaves is None:
-            leaves = self.call_leaves[key] = _leaves(nodes)
+            leaves = self.call_leaves[key] = _leaves(nodes, self.regions)
         return leaves
 
 
-def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
+def _leaves(nodes: Iterable[Node], regions: Regions | None = None) -> set[int]:
     """``id`` of every leaf tensor whose AccumulateGrad node the nodes reach (each node visited once).
 
-    With ``ops``, the type names of the nodes passed are added to it.
+    With ``regions``, a reentrant checkpoint's node leads on into its re-traced region.
     """
     stack = list(nodes)
     # The nodes themselves, not their ids: older torch (2.1) keeps a Node's Python wrapper only while
@@ -248,12 +283,13 @@ def _leaves(nodes: Iterable[Node], ops: set[str] | None = None) -> set[int]:
     found: set[int] = set()
     while stack:
         node = stack.pop()
-        if ops is not None:
-            ops.add(type(node).__name__)
         if type(node).__name__ == "AccumulateGrad":
             found.add(id(leaf_variable(node)))
             continue
-        for child, _ in node.next_functions:
+        following = [child for child, _ in node.next_functions]
+        if regions is not None and is_reentrant_checkpoint(node):
+            following += regions.open(node)
+        for child in following:
             if child is not None and child not in seen:
                 seen.add(child)
                 stack.append(child)

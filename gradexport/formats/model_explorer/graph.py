@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import ModelExplorerNotInstalledError
 from ...core.options import DiagramOptions
+from ...core.reports import MODEL_LABEL
 from ...core.source import GraphSource, adjacency, graph_attributes
 from ..files import TextOutput, text_output
 from ..labels import MAX_LINE_CHARS, element_id, node_class, printable, shorten
@@ -80,7 +81,7 @@ def _label(node: Any, attributes: Mapping[str, Any]) -> str:
     elif kind == "none":
         label = "None"
     elif kind == "module":
-        label = str(attributes.get("module", "")).rpartition(".")[2] or "(model)"
+        label = str(attributes.get("module", "")).rpartition(".")[2] or MODEL_LABEL
     else:
         label = attributes.get("op", node)
     return shorten(printable(str(label)))  # the whole name stays in the node's attributes

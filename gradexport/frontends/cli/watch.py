@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...core.reports import printable
+from ...core.reports import module_label
 from .running import Failure, TargetError, exit_call, load, on_large_stack, one_line, parsed, subparser
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
@@ -105,5 +105,5 @@ def _watch_work(args: argparse.Namespace, plots: list[str], bar: Any) -> tuple[i
     if history.steps:
         for suffix in plots:
             lines.append(str(save_flow(history, folder / f"{stem}.flow.{suffix}")))
-        lines += [f"{printable(module) or '(model)'}: {'; '.join(reasons)}" for module, reasons in history.flags().items()]
+        lines += [f"{module_label(module)}: {'; '.join(reasons)}" for module, reasons in history.flags().items()]
     return 0, lines
