@@ -6,7 +6,7 @@
 - `gradexport.tracing.modules`: which ``nn.Module`` made each node
   (`gradexport.capture_modules`);
 - `gradexport.tracing.checkpoints`: a reentrant checkpoint's region, re-traced
-  on demand (`gradexport.retrace_checkpoint`);
+  on demand (`gradexport.tools.retrace_checkpoint`);
 - `gradexport.tracing.saved`: what each node saved for backward;
 - `gradexport.tracing.tensors`: small descriptions of tensors;
 - `gradexport.tracing.stack`: keeping the freeing of deep graphs off the
