@@ -4,14 +4,14 @@
 (function () {
   "use strict";
 
-  /** A block titled so (a server) never returns: the script leaves it out, the reader runs it last. */
-  var SERVES = "Serves until you press Ctrl+C";
+  /** Blocks titled so do not run in one process: a server never returns, a DDP rank needs its job. */
+  var NOT_IN_SCRIPT = ["Serves until you press Ctrl+C", "Runs on every rank of a DDP job"];
 
   /** The page's Python blocks joined in order: what the button copies. */
   window.gradexportPageScript = function () {
     var blocks = Array.prototype.filter.call(document.querySelectorAll(".md-content .language-python"), function (block) {
       var title = block.querySelector(".filename");
-      return !(title && title.textContent === SERVES);
+      return !(title && NOT_IN_SCRIPT.indexOf(title.textContent) >= 0);
     });
     return blocks.map(function (block) { return block.querySelector("code").textContent.replace(/\s+$/, ""); }).join("\n\n") + "\n";
   };
