@@ -139,6 +139,29 @@ def test_blocks_share_a_namespace_and_show_output_and_diagram(tmp_path):
     assert "js/mermaid.min.js" in head, "mermaid.js must load before Material's bundle, which otherwise fetches one"
 
 
+def test_blocks_inside_a_definition_run(tmp_path):
+    """A block indented under a definition (``:   `` of def_list) runs like one in an admonition (issue 37)."""
+    page = """\
+        Term
+        :   Its definition, with an example.
+
+            ```gradexport formats="mermaid"
+            import torch
+            a = torch.ones(2, requires_grad=True)
+            print(type(a.exp().grad_fn).__name__)
+            a.exp().sum()
+            ```
+        """
+    config = make_site(tmp_path, {"index.md": page})
+    config.write_text(config.read_text(encoding="utf-8") + "  - def_list\n", encoding="utf-8")
+    text = (build_site(config) / "index.html").read_text(encoding="utf-8")
+    torch_name = type(torch.ones(2, requires_grad=True).exp().grad_fn).__name__
+    definition = text[text.index("<dd>") : text.index("</dd>")]
+    assert "gradexport show=" not in definition
+    assert f"<code>{torch_name}\n</code>" in definition.replace("<span>", "").replace("</span>", "")  # its output
+    assert '<pre class="mermaid">' in definition
+
+
 def test_two_formats_become_tabs_with_inline_svg(tmp_path):
     page = """\
         ```gradexport show="diagram" graph="{'total': a.exp().sum()}"

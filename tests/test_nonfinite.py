@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sysconfig
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -174,6 +176,28 @@ def test_forward_traceback_from_anomaly_mode() -> None:
     assert "loss = x.sqrt().sum()" in str(report)
 
 
+def test_forward_traceback_leaves_out_the_standard_library() -> None:
+    """A forward run in a thread (as the MkDocs plugin runs a page): the report's frames name no file of the standard library (issue 37)."""
+    results: list[torch.Tensor] = []
+
+    def forward() -> None:
+        with torch.autograd.set_detect_anomaly(True):
+            x = torch.tensor([0.0, 1.0], requires_grad=True)
+            results.append(x.sqrt().sum())  # the line the report must point at
+
+    worker = threading.Thread(target=forward)
+    worker.start()
+    worker.join()
+    (loss,) = results
+    node = loss.grad_fn.next_functions[0][0]
+    assert threading.__file__ in "".join(node.metadata["traceback_"])  # torch recorded the thread's frames
+    report = gradexport.find_nonfinite(loss)
+    assert report is not None
+    text = str(report)
+    assert "results.append(x.sqrt().sum())" in text and __file__ in text
+    assert threading.__file__ not in text and sysconfig.get_paths()["stdlib"] not in text
+
+
 def test_without_anomaly_mode_the_text_says_how_to_get_a_traceback() -> None:
     case = log_of_zero()
     report = gradexport.find_nonfinite(case.roots, params=case.params)
@@ -263,7 +287,7 @@ def test_the_printed_traceback_leaves_out_gradexports_own_frames() -> None:
     report = gradexport.find_nonfinite(loss, params={"x": x})
     assert report is not None and "stack.py" in (report.first.traceback or "")  # the stored traceback is complete
     text = str(report)
-    assert "return x, x.sqrt().sum()" in text and "outside torch and gradexport" in text
+    assert "return x, x.sqrt().sum()" in text and "outside torch, gradexport and Python's standard library" in text
     assert str(Path(gradexport.__file__).parent) not in text
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -609,11 +610,19 @@ def _mark(
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: Python's standard library (a thread's ``threading.py`` frames), and the folders of installed
+#: packages, which can lie inside it and whose frames stay.
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+_PACKAGES_DIRS = tuple({sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")})
+
+
 def _user_frames(stack: str) -> list[str]:
-    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's and gradexport's own."""
+    """The innermost `TRACEBACK_FRAMES` frames of a formatted stack, leaving out torch's, gradexport's and the standard library's."""
     frames = ["  File " + frame for frame in re.split(r"(?m)^  File ", stack) if frame.strip()]
-    own = tuple(f'  File "{folder}{os.sep}' for folder in (os.path.dirname(torch.__file__), _PACKAGE_DIR))
-    kept = [frame for frame in frames if not frame.startswith(own)]
+    start = tuple(f'  File "{folder}{os.sep}' for folder in (os.path.dirname(torch.__file__), _PACKAGE_DIR))
+    stdlib = f'  File "{_STDLIB_DIR}{os.sep}'
+    packages = tuple(f'  File "{folder}{os.sep}' for folder in _PACKAGES_DIRS)
+    kept = [frame for frame in frames if not frame.startswith(start) and not (frame.startswith(stdlib) and not frame.startswith(packages))]
     return (kept or frames)[-TRACEBACK_FRAMES:]
 
 
@@ -655,6 +664,6 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
             )
         else:
             frames = _user_frames(origin.traceback)
-            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch and gradexport):")
+            lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch, gradexport and Python's standard library):")
             lines += [f"{indent}  {printable(line)}" for frame in frames for line in frame.rstrip().splitlines()]
     return lines

@@ -29,8 +29,8 @@ def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] =
     ````` ````markdown ````` fence that documents the syntax), inside an
     indented code block (4 spaces deeper than its container after a blank
     line), or inside an HTML comment that starts a line (``<!--`` ... ``-->``)
-    is text. Admonitions (``!!!``, ``???``), content tabs (``===``) and list
-    items are containers whose content is indented by 4.
+    is text. Admonitions (``!!!``, ``???``), content tabs (``===``), list
+    items and definitions (``:   ``) are containers whose content is indented by 4.
 
     Raises:
         BlockSyntaxError: a block never closed, or options `parse_options` refuses.
@@ -84,8 +84,9 @@ def find_blocks(lines: list[str], where: str, default_formats: tuple[str, ...] =
     return blocks
 
 
-# Lines that open a container whose content is indented by 4: admonitions, content tabs, list items.
-_CONTAINER = re.compile(r"^[ \t]*(?:(?:!!!|\?\?\?\+?)[ \t]+\S|===[+!]?[ \t]+\"|[-*+][ \t]+\S|\d+[.)][ \t]+\S)")
+# Lines that open a container whose content is indented by 4: admonitions, content tabs, list
+# items and definitions (``:   `` of the def_list extension).
+_CONTAINER = re.compile(r"^[ \t]*(?:(?:!!!|\?\?\?\+?)[ \t]+\S|===[+!]?[ \t]+\"|[-*+:][ \t]+\S|\d+[.)][ \t]+\S)")
 
 
 def _width(line: str) -> int:

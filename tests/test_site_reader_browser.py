@@ -1,0 +1,241 @@
+"""The built site as a learner reads it, in headless Chromium (issue 37).
+
+Every ``gradexport`` block is rendered, and the nodes the prose names are in
+view when a diagram first shows, at desktop and phone widths, in both themes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import json
+import multiprocessing
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser_fixtures import browser  # noqa: F401  (a fixture)
+from site_fixtures import REPO, BuiltSite, built_site  # noqa: F401  (a fixture)
+from test_site_browser import (  # noqa: F401  (site_url is a fixture)
+    _MEASURE_TEXT,
+    _SETUP_PAGE,
+    DARK_PALETTE,
+    MIN_CONTRAST,
+    PALETTE_KEY,
+    _wait_for_mermaid,
+    site_pages,
+    site_url,
+)
+
+pytestmark = pytest.mark.browser
+
+#: Desktop and phone, the widths the issue was reported at.
+WIDTHS = (1280, 390)
+PHONE_HEIGHT = 844
+THEMES = {"light": None, "dark": DARK_PALETTE}
+
+#: Text that only a gradexport block left as Markdown shows: its fence line, or (inside a
+#: paragraph, where the fence became an inline code span) the word and an option or the code.
+_RAW_BLOCKS = r"""() => {
+  const fence = /(^|\n)[ \t]*(`{3,}|~{3,})[ \t]*gradexport(\s|$)/;
+  const spilled = /^\s*gradexport(\s+[a-z_]+=|\s*\n)/;
+  const raw = [];
+  for (const pre of document.querySelectorAll(".md-content pre")) {
+    // A ````markdown fence that documents the block syntax shows it on purpose: highlighted
+    // as Markdown, its fence line is one string token (Pygments' "sb").
+    if ([...pre.querySelectorAll("span.sb")].some(token => fence.test(token.textContent))) continue;
+    if (fence.test(pre.textContent)) raw.push("code block: " + pre.textContent.trim().slice(0, 60));
+  }
+  for (const code of document.querySelectorAll(".md-content code")) {
+    if (!code.closest("pre") && spilled.test(code.textContent)) raw.push("inline code: " + code.textContent.slice(0, 60));
+  }
+  for (const text of document.querySelectorAll(".md-content p, .md-content li, .md-content dd, .md-content td")) {
+    const own = [...text.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join("");
+    if (fence.test(own)) raw.push("text: " + own.trim().slice(0, 60));
+  }
+  return raw;
+}"""
+
+
+def _open(browser: Any, url: str, width: int, palette: str | None) -> Any:
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": PHONE_HEIGHT})
+    page.add_init_script(f"({_SETUP_PAGE})({json.dumps([palette, PALETTE_KEY])})")
+    page.goto(url, wait_until="load")
+    return page
+
+
+def test_no_page_shows_an_unrendered_block(built_site: BuiltSite, site_url: str, browser: Any) -> None:
+    """No page shows a gradexport block as text (the glossary's blocks inside a definition list did)."""
+    problems: list[str] = []
+    pages = site_pages(built_site)
+    for path in pages:
+        page = browser.new_page()
+        page.goto(site_url + path, wait_until="load")
+        problems += [f"/{path}: {raw}" for raw in page.evaluate(_RAW_BLOCKS)]
+        page.close()
+    assert len(pages) >= 30
+    assert not problems, "\n".join(problems)
+
+
+def test_the_glossarys_examples_print_torchs_values(built_site: BuiltSite, site_url: str, browser: Any) -> None:
+    """The glossary's definitions hold their examples' output, as the torch running this test prints it."""
+    import torch
+
+    x = torch.randn(4, 4, requires_grad=True)
+    chosen = torch.where(x > 0, x, torch.zeros(4, 4))
+    entries = str([(None if g is None else type(g).__name__, k) for g, k in chosen.grad_fn.next_functions])
+    page = browser.new_page()
+    page.goto(site_url + "concepts/glossary/", wait_until="load")
+    outputs = page.evaluate(
+        "[...document.querySelectorAll('dd .highlight')].filter(h => h.querySelector('.filename')).map(h => h.querySelector('code').textContent.trim())"
+    )
+    page.close()
+    markdown = (REPO / "docs" / "concepts" / "glossary.md").read_text(encoding="utf-8")
+    in_definitions = re.findall(r'^    ```gradexport show="[a-z ]*output', markdown, re.M)
+    assert len(in_definitions) >= 6 and len(outputs) == len(in_definitions), outputs
+    assert entries in outputs, (entries, outputs)
+
+
+#: For each page: which diagram (its index among the page's diagram boxes) and the node
+#: labels its prose names. The reader must see them without scrolling the diagram's box.
+NAMED_IN_PROSE = {
+    "": (0, ["output", "weight", "bias"]),
+    "concepts/execution-order/": (0, [f"#{k}" for k in range(1, 9)]),
+    "blog/hand-replay/": (-1, ["output", "0.weight", "0.bias"]),
+}
+
+#: The named nodes that do not lie wholly inside the first view of the diagram's box.
+_OUT_OF_VIEW = r"""([index, names]) => {
+  const boxes = [...document.querySelectorAll(".gradexport-diagram")].filter(b => !b.classList.contains("gradexport-svg") || b.offsetParent);
+  const box = boxes.at(index);
+  const outer = box.getBoundingClientRect();
+  const view = {left: outer.left + box.clientLeft, top: outer.top + box.clientTop};
+  view.right = view.left + box.clientWidth;
+  view.bottom = view.top + box.clientHeight;
+  const roots = [box].concat([...box.querySelectorAll("*")].filter(e => e.shadowRoot).map(e => e.shadowRoot));
+  const nodes = roots.flatMap(root => [...root.querySelectorAll("g.node")]);
+  const label = node => [...node.querySelectorAll("text, span, p, div")].map(e => [...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent.trim()))
+    .flat().filter(Boolean);
+  return names.flatMap(name => {
+    const matching = nodes.filter(node => label(node).includes(name));
+    if (matching.length !== 1) return [`${name}: ${matching.length} nodes carry this label`];
+    const r = matching[0].getBoundingClientRect();
+    const inside = r.left >= view.left - 0.5 && r.right <= view.right + 0.5 && r.top >= view.top - 0.5 && r.bottom <= view.bottom + 0.5;
+    return inside ? [] : [`${name}: node at (${Math.round(r.left - view.left)}, ${Math.round(r.top - view.top)}) `
+      + `size ${Math.round(r.width)}x${Math.round(r.height)}, the box shows ${Math.round(view.right - view.left)}x${Math.round(view.bottom - view.top)}`];
+  });
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("theme", list(THEMES))
+def test_nodes_the_prose_names_are_in_the_first_view(built_site: BuiltSite, site_url: str, browser: Any, width: int, theme: str) -> None:
+    problems: list[str] = []
+    for path, (index, names) in NAMED_IN_PROSE.items():
+        page = _open(browser, site_url + path, width, THEMES[theme])
+        cdp = browser.new_cdp_session(page)
+        _wait_for_mermaid(page, cdp, (built_site.directory / path / "index.html").read_text(encoding="utf-8").count('<pre class="mermaid">'))
+        page.wait_for_timeout(200)  # fit-diagrams.js shrinks a diagram once mermaid.js drew it
+        problems += [f"/{path} at {width} px ({theme}): {problem}" for problem in page.evaluate(_OUT_OF_VIEW, [index, names])]
+        cdp.detach()
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+#: Seconds a copied block or a page's whole script may run.
+COPIED_CODE_TIMEOUT_S = 300
+
+
+def run_as_pasted(code: str) -> str | None:
+    """Run ``code`` as a fresh interpreter runs a pasted script, in an empty folder; the error it ends with, or None."""
+    with tempfile.TemporaryDirectory() as folder, open(os.devnull, "w") as quiet:
+        os.chdir(folder)
+        try:
+            with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+                exec(compile(code, "<copied>", "exec"), {"__name__": "__main__"})
+        except BaseException as error:  # noqa: BLE001 - a SystemExit or KeyboardInterrupt of the pasted code is its result too
+            return f"{type(error).__name__}: {error}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def fresh_interpreters() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
+    """Processes forked, one per run, from a server that imported torch once: each run starts with nothing defined."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "gradexport"])
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=context, max_tasks_per_child=1) as pool:
+        yield pool
+
+
+#: The Python blocks of the page, each as the copy button copies it, and the page's script if it has a "one script" note.
+#: Blocks titled "Serves until you press Ctrl+C" (a server never returns) or "Runs on every rank of a
+#: DDP job" (needs a process group) are not run; page-script.js leaves them out of the script too.
+_PYTHON_BLOCKS = """() => ({
+  blocks: [...document.querySelectorAll(".md-content .language-python")]
+    .filter(block => !["Serves until you press Ctrl+C", "Runs on every rank of a DDP job"]
+      .includes(block.querySelector(".filename")?.textContent))
+    .filter(block => !block.closest(".doc"))  // the API reference: signatures, and doctests that test_docstrings runs
+    .map(block => block.querySelector("code").textContent),
+  script: document.querySelector(".md-content .admonition.one-script") ? window.gradexportPageScript() : null,
+  button: Boolean(document.querySelector(".md-content .admonition.one-script .gradexport-copy-script")),
+})"""
+
+
+#: Guides whose blocks are still illustrations (a signature with placeholders) or depend on files a
+#: command line writes: not yet runnable as copied, left for a later change (issue 37's report).
+NOT_YET_RUNNABLE = {"guides/python-api/", "guides/viewer/", "guides/watch/", "guides/model-explorer/"}
+
+
+@pytest.mark.slow
+def test_copied_code_runs(built_site: BuiltSite, site_url: str, browser: Any, fresh_interpreters: Any) -> None:
+    """Each Python block runs alone as copied; where one does not, the page has a "one script" note whose button copies all its blocks, and that script runs."""
+    problems: list[str] = []
+    runs: list[tuple[str, int | None, concurrent.futures.Future[str | None]]] = []
+    marked: dict[str, bool] = {}
+    for path in site_pages(built_site):
+        if path in NOT_YET_RUNNABLE:
+            continue
+        page = browser.new_page()
+        page.goto(site_url + path, wait_until="load")
+        found = page.evaluate(_PYTHON_BLOCKS)
+        page.close()
+        runs += [(path, number, fresh_interpreters.submit(run_as_pasted, code)) for number, code in enumerate(found["blocks"], 1)]
+        if found["script"] is not None:
+            marked[path] = found["button"]
+            runs.append((path, None, fresh_interpreters.submit(run_as_pasted, found["script"])))
+    assert len(runs) > 50, f"only {len(runs)} Python blocks found"
+    for path, number, run in runs:
+        error = run.result(timeout=COPIED_CODE_TIMEOUT_S)
+        if error is None:
+            continue
+        if number is None:
+            problems.append(f"/{path}: the page's code copied as one script fails: {error}")
+        elif path not in marked:
+            problems.append(f"/{path}: Python block {number} copied alone fails ({error}) and the page has no one-script note")
+    problems += [f"/{path}: the one-script note has no copy button" for path, button in marked.items() if not button]
+    assert not problems, "\n".join(problems)
+
+
+#: The readability measurement of test_site_browser, over every diagram of the page's content,
+#: Mermaid fences written in the page included (not only the plugin's diagrams).
+_MEASURE_PAGE_TEXT = _MEASURE_TEXT.replace('document.querySelectorAll(".gradexport-diagram")', 'document.querySelectorAll(".md-content")')
+
+
+@pytest.mark.parametrize("theme", list(THEMES))
+def test_the_architecture_diagrams_labels_have_contrast(built_site: BuiltSite, site_url: str, browser: Any, theme: str) -> None:
+    """The architecture page's own Mermaid fence: every label at 4.5:1 or more against its node (2.3:1 and 3.0:1 before)."""
+    assert _MEASURE_PAGE_TEXT != _MEASURE_TEXT
+    page = _open(browser, site_url + "architecture/", 1280, THEMES[theme])
+    cdp = browser.new_cdp_session(page)
+    _wait_for_mermaid(page, cdp, (built_site.directory / "architecture" / "index.html").read_text(encoding="utf-8").count('<pre class="mermaid">'))
+    measured = page.evaluate(_MEASURE_PAGE_TEXT)
+    cdp.detach()
+    page.close()
+    labels = [item for item in measured if item["text"].startswith(("core", "tracing", "frontends"))]
+    assert len(labels) >= 3, measured
+    low = [f"{item['text']!r}: {item['contrast']:.2f} ({item['colour']} on {item['background']})" for item in measured if item["contrast"] < MIN_CONTRAST]
+    assert not low, "\n".join(low)
