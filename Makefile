@@ -65,10 +65,11 @@ dist: setup
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
-# Lint and type checks: ruff (rules in pyproject.toml) and mypy on the package; for the viewer's JavaScript,
+# Lint and type checks: ruff (rules in pyproject.toml) and its formatter, mypy on the package; for the viewer's JavaScript,
 # ESLint (eslint.config.mjs), TypeScript's check of the JSDoc types (jsconfig.json) and its unit tests (tests/js).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	npm run --silent lint:js
 	npm run --silent typecheck:js

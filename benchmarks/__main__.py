@@ -171,9 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--profile", metavar="TASK", help="cProfile TASK on each generator and size instead of measuring")
     parser.add_argument("--report-only", action="store_true", help="rewrite the table, plot and page from NAME.json")
-    parser.add_argument(
-        "--update", action="store_true", help="replace only the measured generators and sizes in an existing NAME.json"
-    )
+    parser.add_argument("--update", action="store_true", help="replace only the measured generators and sizes in an existing NAME.json")
     args = parser.parse_args(argv)
 
     sizes = _sizes(args.sizes or (QUICK_SIZES if args.quick else FULL_SIZES))

@@ -203,29 +203,91 @@ def _model_explorer(subject: Subject) -> None:
 
 
 ROWS: tuple[Row, ...] = (
-    Row("dot", "to_dot(root)", "torchviz make_dot(root).source", 4.0, lambda s: gradexport.to_dot(s.root),
-        lambda s: torchviz.make_dot(s.root).source, ("chain", "mlp", "transformer"), 10**5, faster=True,
+    Row(
+        "dot",
+        "to_dot(root)",
+        "torchviz make_dot(root).source",
+        4.0,
+        lambda s: gradexport.to_dot(s.root),
+        lambda s: torchviz.make_dot(s.root).source,
+        ("chain", "mlp", "transformer"),
+        10**5,
+        faster=True,
         # torchviz recurses several frames per level: a RecursionError on the 10^6 chain even at a limit of 10^6.
-        first_max_nodes=10**5),
-    Row("networkx", "to_networkx(root)", "walk + MultiDiGraph, same attributes", 1.3,
-        lambda s: gradexport.to_networkx(s.root), lambda s: _same_attributes(s.root), ("chain", "mlp", "transformer")),
-    Row("replay", "replay(root)", "25-line hand loop over next_functions", 2.0, lambda s: gradexport.replay(s.root),
-        lambda s: hand_replay(s.root), ("chain", "mlp"), 10**5),
-    Row("record_gradients", "record_gradients(root)", "backward() with a hook on every node", 1.5,
-        lambda s: gradexport.record_gradients(s.root, retain_graph=True), lambda s: hooked_backward(s.root), ("chain", "mlp"), 10**5),
-    Row("find_nonfinite", "find_nonfinite(root), all finite", "backward() with a hook on every node", 1.5,
-        lambda s: gradexport.find_nonfinite(s.root), lambda s: hooked_backward(s.root, retain_graph=False), ("chain", "mlp"), 10**5,
-        consumes=True),
-    Row("saved_memory", "saved_memory(root)", "walk reading the saved tensors", 1.5, lambda s: gradexport.tools.saved_memory(s.root),
-        lambda s: saved_walk(s.root), ("mlp", "transformer"), 10**5),
-    Row("diff", "diff(root_a, root_b), one op swapped", "to_networkx of both", 3.0,
-        lambda s: gradexport.diff(s.root, s.extra["b"]), _diff_floor, ("chain",), prepare=_diff_prepare),
-    Row("model_explorer", "to_model_explorer + write", "to_json(root)", 2.0, _model_explorer,
-        lambda s: gradexport.to_json(s.root), ("chain", "mlp"), 10**5),
-    Row("from_json", "from_json(text)", "json.loads + MultiDiGraph", 1.3, lambda s: gradexport.from_json(s.extra["json"]),
-        lambda s: json_floor(s.extra["json"]), ("chain", "mlp"), prepare=_json_prepare),
-    Row("viewer", "to_html(root)", "to_json(root)", 1.5, lambda s: gradexport.to_html(s.root),
-        lambda s: gradexport.to_json(s.root), ("chain", "fan_in")),
+        first_max_nodes=10**5,
+    ),
+    Row(
+        "networkx",
+        "to_networkx(root)",
+        "walk + MultiDiGraph, same attributes",
+        1.3,
+        lambda s: gradexport.to_networkx(s.root),
+        lambda s: _same_attributes(s.root),
+        ("chain", "mlp", "transformer"),
+    ),
+    Row(
+        "replay",
+        "replay(root)",
+        "25-line hand loop over next_functions",
+        2.0,
+        lambda s: gradexport.replay(s.root),
+        lambda s: hand_replay(s.root),
+        ("chain", "mlp"),
+        10**5,
+    ),
+    Row(
+        "record_gradients",
+        "record_gradients(root)",
+        "backward() with a hook on every node",
+        1.5,
+        lambda s: gradexport.record_gradients(s.root, retain_graph=True),
+        lambda s: hooked_backward(s.root),
+        ("chain", "mlp"),
+        10**5,
+    ),
+    Row(
+        "find_nonfinite",
+        "find_nonfinite(root), all finite",
+        "backward() with a hook on every node",
+        1.5,
+        lambda s: gradexport.find_nonfinite(s.root),
+        lambda s: hooked_backward(s.root, retain_graph=False),
+        ("chain", "mlp"),
+        10**5,
+        consumes=True,
+    ),
+    Row(
+        "saved_memory",
+        "saved_memory(root)",
+        "walk reading the saved tensors",
+        1.5,
+        lambda s: gradexport.tools.saved_memory(s.root),
+        lambda s: saved_walk(s.root),
+        ("mlp", "transformer"),
+        10**5,
+    ),
+    Row(
+        "diff",
+        "diff(root_a, root_b), one op swapped",
+        "to_networkx of both",
+        3.0,
+        lambda s: gradexport.diff(s.root, s.extra["b"]),
+        _diff_floor,
+        ("chain",),
+        prepare=_diff_prepare,
+    ),
+    Row("model_explorer", "to_model_explorer + write", "to_json(root)", 2.0, _model_explorer, lambda s: gradexport.to_json(s.root), ("chain", "mlp"), 10**5),
+    Row(
+        "from_json",
+        "from_json(text)",
+        "json.loads + MultiDiGraph",
+        1.3,
+        lambda s: gradexport.from_json(s.extra["json"]),
+        lambda s: json_floor(s.extra["json"]),
+        ("chain", "mlp"),
+        prepare=_json_prepare,
+    ),
+    Row("viewer", "to_html(root)", "to_json(root)", 1.5, lambda s: gradexport.to_html(s.root), lambda s: gradexport.to_json(s.root), ("chain", "fan_in")),
 )
 
 
@@ -233,8 +295,7 @@ def _same_attributes(root: torch.Tensor) -> nx.MultiDiGraph:
     """The walk building what to_networkx builds by default: every node and edge attribute, through public torch API."""
     graph = nx.MultiDiGraph()
     start = root.grad_fn
-    graph.add_node("n0", kind="root", root="output", shape=list(root.shape), dtype=str(root.dtype).removeprefix("torch."),
-                   device=str(root.device))
+    graph.add_node("n0", kind="root", root="output", shape=list(root.shape), dtype=str(root.dtype).removeprefix("torch."), device=str(root.device))
     ids = {start: "n1"}
     queue = deque([start])
     graph.add_edge("n0", "n1", key=0, next_index=0, input_nr=root.output_nr)
@@ -242,15 +303,21 @@ def _same_attributes(root: torch.Tensor) -> nx.MultiDiGraph:
         node = queue.popleft()
         source = ids[node]
         next_functions = node.next_functions
-        attributes: dict[str, Any] = {"kind": "backward", "op": type(node).__name__, "torch_name": node.name(),
-                                      "sequence_nr": node._sequence_nr(), "num_next": len(next_functions)}
+        attributes: dict[str, Any] = {
+            "kind": "backward",
+            "op": type(node).__name__,
+            "torch_name": node.name(),
+            "sequence_nr": node._sequence_nr(),
+            "num_next": len(next_functions),
+        }
         none_slots = [index for index, (child, _) in enumerate(next_functions) if child is None]
         if none_slots:
             attributes["none_slots"] = none_slots
         if attributes["op"] == "AccumulateGrad":
             variable = node.variable
-            attributes.update(kind="leaf", shape=list(variable.shape), dtype=str(variable.dtype).removeprefix("torch."),
-                              device=str(variable.device), names=[], sequence_nr=-1)
+            attributes.update(
+                kind="leaf", shape=list(variable.shape), dtype=str(variable.dtype).removeprefix("torch."), device=str(variable.device), names=[], sequence_nr=-1
+            )
         graph.add_node(source, **attributes)
         for index, (child, input_nr) in enumerate(next_functions):
             if child is None:
@@ -299,8 +366,16 @@ def measure_row(row: Row, generator: str, size: int, repeats: int, budget: float
             break
     best_ours, best_floor = min(ours), min(floor)
     ratio = best_floor / best_ours if row.faster else best_ours / best_floor
-    return {"row": row.name, "generator": generator, "size": subject.nodes, "ours_s": best_ours, "floor_s": best_floor,
-            "ratio": ratio, "met": ratio >= row.target if row.faster else ratio <= row.target, "samples": len(ours)}
+    return {
+        "row": row.name,
+        "generator": generator,
+        "size": subject.nodes,
+        "ours_s": best_ours,
+        "floor_s": best_floor,
+        "ratio": ratio,
+        "met": ratio >= row.target if row.faster else ratio <= row.target,
+        "samples": len(ours),
+    }
 
 
 def run(rows: list[Row], sizes: list[int], repeats: int, budget: float, quiet: bool = False) -> list[dict[str, Any]]:
@@ -314,8 +389,12 @@ def run(rows: list[Row], sizes: list[int], repeats: int, budget: float, quiet: b
                 results.append(found)
                 if not quiet:
                     mark = "" if found["met"] else "  (target missed)"
-                    print(f"{row.name:17} {generator:12} {found['size']:>9,}  ours {found['ours_s']:8.3f} s  "
-                          f"floor {found['floor_s']:8.3f} s  ratio {found['ratio']:5.2f}{mark}", file=sys.stderr, flush=True)
+                    print(
+                        f"{row.name:17} {generator:12} {found['size']:>9,}  ours {found['ours_s']:8.3f} s  "
+                        f"floor {found['floor_s']:8.3f} s  ratio {found['ratio']:5.2f}{mark}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     return results
 
 
@@ -366,7 +445,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
         axis.set_xlabel("nodes", fontsize=8)
         axis.set_ylabel("µs per node (dashed: floor)", fontsize=8)
         axis.legend(fontsize=7)
-    for axis in list(axes.flat)[len(names):]:
+    for axis in list(axes.flat)[len(names) :]:
         axis.set_visible(False)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
@@ -392,9 +471,13 @@ def main(argv: list[str] | None = None) -> None:
     results = run(chosen, sizes, args.repeats, args.budget)
     from .__main__ import _machine
 
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": _machine(), "repeats": args.repeats,
-            "command": "python -m benchmarks.floors " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "seconds": round(time.perf_counter() - started, 1)}
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": _machine(),
+        "repeats": args.repeats,
+        "command": "python -m benchmarks.floors " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     stem = "floors-quick" if args.quick else "floors"
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.update and (RESULTS / f"{stem}.json").exists():

@@ -146,9 +146,7 @@ def measure_opening(path: Path, nodes: int, screenshot: Path | None) -> dict[str
 
     port = free_port()
     started = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVE, str(path), str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    process = subprocess.Popen([sys.executable, "-c", SERVE, str(path), str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
     url = None
@@ -159,9 +157,7 @@ def measure_opening(path: Path, nodes: int, screenshot: Path | None) -> dict[str
     row: dict[str, Any] = {"server_start": time.perf_counter() - started}
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
-            context = playwright.chromium.launch_persistent_context(
-                user_data_dir=profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-            )
+            context = playwright.chromium.launch_persistent_context(user_data_dir=profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             outside = block_outside(context)
             page = context.new_page()
             page.set_viewport_size({"width": 1400, "height": 900})
@@ -229,7 +225,7 @@ def markdown(result: dict[str, Any]) -> str:
         ("node_data_for", "`node_data_for(graph)`, each `.to_json_string()`: exec_order and three gradient metrics"),
         ("diff", "`gradexport.diff(graph, changed)` (for reference)"),
         ("diff_panes", "`diff_panes(merged, graph, changed)`: the two panes of `serve_model_explorer_diff`"),
-        ("diff_node_data", "`mark_node_data(pane_b, \"diff\").to_json_string()`"),
+        ("diff_node_data", '`mark_node_data(pane_b, "diff").to_json_string()`'),
     ]:
         lines.append(f"| {label} | {w[name]['wall']:.2f} | {w[name]['cpu']:.2f} | {per_node(w[name]['cpu'])} |")
     lines += [
@@ -243,10 +239,7 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     if o:
         lines += [
-            (
-                "Opening it (`serve_model_explorer(path, open_browser=False)` in a subprocess, Debian's headless "
-                "Chromium, software WebGL):"
-            ),
+            ("Opening it (`serve_model_explorer(path, open_browser=False)` in a subprocess, Debian's headless Chromium, software WebGL):"),
             "",
             "| step | seconds |",
             "|---|--:|",
@@ -258,10 +251,7 @@ def markdown(result: dict[str, Any]) -> str:
             ),
             f"| server stopped after Ctrl+C (SIGINT) | {'did not stop' if o['stop_after_ctrl_c'] is None else format(o['stop_after_ctrl_c'], '.1f')} |",
             "",
-            (
-                f"Requests off 127.0.0.1, aborted: {o['requests_off_machine_aborted']} (web fonts the page names; "
-                "local fonts stand in)."
-            ),
+            (f"Requests off 127.0.0.1, aborted: {o['requests_off_machine_aborted']} (web fonts the page names; local fonts stand in)."),
             "",
             "![The graph as Model Explorer opens it](model_explorer.png)",
             "",

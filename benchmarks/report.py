@@ -121,9 +121,7 @@ def verdicts(records: list[dict[str, Any]]) -> list[Verdict]:
     at_1e6 = [r for r in by_key.values() if r["size"] == 10**6]
     out = []
 
-    met, evidence = _check(
-        ((f"{r['generator']} {r['nodes']:,}", ratio(r, "construct", "walk_nx")) for r in large), lambda v: v <= 1.5
-    )
+    met, evidence = _check(((f"{r['generator']} {r['nodes']:,}", ratio(r, "construct", "walk_nx")) for r in large), lambda v: v <= 1.5)
     out.append(Verdict("to_networkx (defaults) ≤ 1.5 × walk + MultiDiGraph, at 10^5 and 10^6", met, evidence))
 
     for name, label in (("root_dot", "DOT"), ("root_mermaid", "Mermaid"), ("root_json", "JSON")):
@@ -139,23 +137,14 @@ def verdicts(records: list[dict[str, Any]]) -> list[Verdict]:
             [f"errors: {', '.join(errors) or 'none'}", f"measured: {', '.join(r['generator'] for r in rows) or 'none'}"],
         )
     )
-    met, evidence = _check(
-        ((f"{r['generator']} {name}", _peak_ratio(r, name)) for r in rows for name in EXPORTS), lambda v: v <= 1.3
-    )
+    met, evidence = _check(((f"{r['generator']} {name}", _peak_ratio(r, name)) for r in rows for name in EXPORTS), lambda v: v <= 1.3)
     out.append(Verdict("their peak memory ≤ 1.3 × that of walk + MultiDiGraph (process peak)", met, evidence))
-    _, evidence = _check(
-        ((f"{r['generator']} {name}", _peak_ratio(r, name, growth=True)) for r in rows for name in EXPORTS), bool
-    )
+    _, evidence = _check(((f"{r['generator']} {name}", _peak_ratio(r, name, growth=True)) for r in rows for name in EXPORTS), bool)
     out.append(Verdict("(for reference, not a target: the same ratio of growth above the built torch graph)", None, evidence))
 
     pairs = [(r, by_key.get((r["generator"], 10**4))) for r in at_1e6]
     met, evidence = _check(
-        (
-            (f"{r['generator']} {name}", _growth(r, small, name))
-            for r, small in pairs
-            if small is not None
-            for name in ("construct", *EXPORTS)
-        ),
+        ((f"{r['generator']} {name}", _growth(r, small, name)) for r, small in pairs if small is not None for name in ("construct", *EXPORTS)),
         lambda v: v <= 1.5,
     )
     out.append(Verdict("per-node time at 10^6 ≤ 1.5 × that at 10^4 (construct and root → each format)", met, evidence))
@@ -169,9 +158,7 @@ def _growth(large: dict[str, Any], small: dict[str, Any], name: str) -> float | 
 
 def markdown(results: dict[str, Any], plot_path: str) -> str:
     """The results as Markdown: verdicts, plot, the time, ratio and memory tables, and notes."""
-    records = sorted(
-        (r for r in results["runs"] if "tasks" in r), key=lambda r: (list(results["generators"]).index(r["generator"]), r["nodes"])
-    )
+    records = sorted((r for r in results["runs"] if "tasks" in r), key=lambda r: (list(results["generators"]).index(r["generator"]), r["nodes"]))
     meta = results["meta"]
     lines = [f"Measured {meta['date']} on {meta['machine']} with {meta['versions']}; command `{meta['command']}`."]
     lines += [f"Updated {update['date']}: `{update['command']}`." for update in meta.get("updates", [])]
@@ -192,8 +179,12 @@ def markdown(results: dict[str, Any], plot_path: str) -> str:
         lines.append(f"| {_row_name(record)} | " + " | ".join(_cell(record, n, "us_per_node") for n, _ in TIME_COLUMNS) + " |")
     lines += ["", "### Ratios", ""]
     header = (
-        "construct ÷ floor 2", "root→DOT ÷ floor 2", "torchviz ÷ root→DOT",
-        "torchviz ÷ root→Mermaid", "torchviz ÷ root→JSON", "torchviz at default recursion limit",
+        "construct ÷ floor 2",
+        "root→DOT ÷ floor 2",
+        "torchviz ÷ root→DOT",
+        "torchviz ÷ root→Mermaid",
+        "torchviz ÷ root→JSON",
+        "torchviz at default recursion limit",
     )
     lines.append("| generator | nodes | " + " | ".join(header) + " |")
     lines.append("|---|--:|" + "--:|" * len(header))
@@ -221,10 +212,7 @@ def markdown(results: dict[str, Any], plot_path: str) -> str:
     skipped = [r for r in results["runs"] if "tasks" not in r]
     if skipped:
         lines += ["", "Not measured: " + "; ".join(f"{r['generator']} at {r['size']:,} ({r['reason']})" for r in skipped) + "."]
-    errors = [
-        f"{r['generator']} {r['nodes']:,} {name}: {task['error']}"
-        for r in records for name, task in r["tasks"].items() if "error" in task
-    ]
+    errors = [f"{r['generator']} {r['nodes']:,} {name}: {task['error']}" for r in records for name, task in r["tasks"].items() if "error" in task]
     if errors:
         lines += ["", "Errors: " + "; ".join(errors) + "."]
     return "\n".join(lines) + "\n"
@@ -254,7 +242,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
         axis.set_xlabel("nodes")
     for axis in axes[:, 0]:
         axis.set_ylabel("µs per node")
-    for axis in list(axes.flat)[len(generators):]:
+    for axis in list(axes.flat)[len(generators) :]:
         axis.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower right", fontsize="small", frameon=False)

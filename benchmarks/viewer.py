@@ -51,8 +51,16 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS_PLOT = ROOT / "docs" / "performance-viewer.png"
 RESULTS = Path(__file__).parent / "results"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def encoder_loss(layers: int = 12, d_model: int = 64) -> tuple[torch.Tensor, nn.Module]:
@@ -67,10 +75,9 @@ def encoder_loss(layers: int = 12, d_model: int = 64) -> tuple[torch.Tensor, nn.
 def nested_mlp_loss(stages: int = 10, blocks: int = 10, pairs: int = 200) -> tuple[torch.Tensor, nn.Module]:
     # 5 nodes per Linear + ReLU pair (addmm, t, weight, bias, relu): 10 x 10 x 200 pairs are 10^5 nodes.
     torch.manual_seed(0)
-    model = nn.Sequential(*[
-        nn.Sequential(*[nn.Sequential(*[m for _ in range(pairs) for m in (nn.Linear(2, 2), nn.ReLU())]) for _ in range(blocks)])
-        for _ in range(stages)
-    ])
+    model = nn.Sequential(
+        *[nn.Sequential(*[nn.Sequential(*[m for _ in range(pairs) for m in (nn.Linear(2, 2), nn.ReLU())]) for _ in range(blocks)]) for _ in range(stages)]
+    )
     with gradexport.capture_modules():
         out = model(torch.randn(1, 2))
     return out.sum(), model
@@ -89,7 +96,10 @@ class Browser:
         self._manager = sync_playwright()
         playwright = self._manager.__enter__()
         self.context = playwright.chromium.launch_persistent_context(
-            user_data_dir=tempfile.mkdtemp(prefix="viewer-bench-"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            user_data_dir=tempfile.mkdtemp(prefix="viewer-bench-"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1400, "height": 900},
         )
 
@@ -185,7 +195,11 @@ def side_by_side(browser: Browser, folder: Path) -> list[dict[str, Any]]:
 def layouts(requests: list[Path]) -> list[dict[str, Any]]:
     result = subprocess.run(
         ["node", str(ROOT / "benchmarks" / "viewer_layouts.mjs"), *map(str, requests)],
-        cwd=ROOT, check=True, capture_output=True, text=True, timeout=1800,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
@@ -220,8 +234,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = [page_case(browser, folder, "TransformerEncoder 12 × d64", encoder, expand=True)]
         chain_root = deep_chain(998)
         chain = gradexport.to_networkx(chain_root)
-        requests = [Path(rows[0]["request"]), expanded_request(browser, folder, "encoder", encoder),
-                    expanded_request(browser, folder, "chain1000", chain)]
+        requests = [Path(rows[0]["request"]), expanded_request(browser, folder, "encoder", encoder), expanded_request(browser, folder, "chain1000", chain)]
         loss, model = nested_mlp_loss()
         mlp = gradexport.to_networkx(loss, module=model)
         del loss, model

@@ -54,7 +54,9 @@ def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tens
     d_model = 128 // scale
     encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(d_model, 4, 4 * d_model, dropout=0.0, batch_first=True), 12, enable_nested_tensor=False)
     channels = 32 // scale
-    cnn = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), *[Block(channels) for _ in range(6)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10))
+    cnn = nn.Sequential(
+        nn.Conv2d(3, channels, 3, padding=1), *[Block(channels) for _ in range(6)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10)
+    )
     return {
         "MLP (8 x Linear 256)": (mlp, lambda: torch.randn(64, width), lambda out: out.pow(2).mean()),
         "TransformerEncoder (12 layers, d=128)": (encoder, lambda: torch.randn(16, 32, d_model), lambda out: out.pow(2).mean()),
@@ -104,20 +106,22 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
             del watched
         best = {name: min(values) for name, values in times.items()}
         plain = best["plain"]
-        rows.append({
-            "model": name,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "modules": len(list(model.modules())),
-            "plain_ms": plain * 1e3,
-            "every1_ms": best["every=1"] * 1e3,
-            "every10_ms": best["every=10"] * 1e3,
-            "ratio_every1": best["every=1"] / plain,
-            "ratio_every10": best["every=10"] / plain,
-            "first_step_ms": first * 1e3,
-            "bytes_per_step": line_bytes,
-            "graph_bytes": graph_bytes,
-            "param_copy_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-        })
+        rows.append(
+            {
+                "model": name,
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "modules": len(list(model.modules())),
+                "plain_ms": plain * 1e3,
+                "every1_ms": best["every=1"] * 1e3,
+                "every10_ms": best["every=10"] * 1e3,
+                "ratio_every1": best["every=1"] / plain,
+                "ratio_every10": best["every=10"] / plain,
+                "first_step_ms": first * 1e3,
+                "bytes_per_step": line_bytes,
+                "graph_bytes": graph_bytes,
+                "param_copy_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            }
+        )
     return rows
 
 
@@ -129,7 +133,9 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "process"), default="wall", help="wall clock, or the process's CPU time (on a loaded machine)")
     args = parser.parse_args()
     rows = measure(args.rounds, args.steps, clock=time.process_time if args.clock == "process" else time.perf_counter)
-    print("| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | parameter copy kept |")
+    print(
+        "| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | parameter copy kept |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(

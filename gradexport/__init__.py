@@ -89,6 +89,7 @@ def __getattr__(name: str) -> _Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_MOVED))
 
+
 def _get_sg_image_scraper() -> object:
     """sphinx-gallery's hook for ``image_scrapers = ("matplotlib", "gradexport")``: the scraper that turns an
     example's graphs into its pictures (see `gradexport.frontends.sphinx.gallery`).

@@ -75,11 +75,7 @@ def case_graph(name: str, **model_options: Any) -> nx.MultiDiGraph:
 
 def torch_edge_labels(grad_fn: Any) -> list[tuple[str, str]]:
     """``(child op, "i→k")`` for each non-None entry of ``grad_fn.next_functions``, from torch itself."""
-    return [
-        (type(child).__name__, f"{index}→{input_nr}")
-        for index, (child, input_nr) in enumerate(grad_fn.next_functions)
-        if child is not None
-    ]
+    return [(type(child).__name__, f"{index}→{input_nr}") for index, (child, input_nr) in enumerate(grad_fn.next_functions) if child is not None]
 
 
 # --- Graphviz -----------------------------------------------------------------
@@ -126,9 +122,7 @@ needs_mermaid = needs_tool(
 
 def parse_mermaid(texts: list[str]) -> list[dict[str, Any]]:
     """Parse each diagram with mermaid.js (one Node process for the batch); see mermaid_parse.mjs."""
-    result = subprocess.run(
-        ["node", str(MERMAID_PARSER)], input=json.dumps(texts).encode(), capture_output=True, cwd=REPO, check=False
-    )
+    result = subprocess.run(["node", str(MERMAID_PARSER)], input=json.dumps(texts).encode(), capture_output=True, cwd=REPO, check=False)
     assert result.stdout, result.stderr.decode()
     return json.loads(result.stdout)
 

@@ -33,8 +33,7 @@ class BuiltSite:
 def _build(site_dir: Path) -> BuiltSite:
     started = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(REPO / "mkdocs.yml"),
-         "--site-dir", str(site_dir)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(REPO / "mkdocs.yml"), "--site-dir", str(site_dir)],
         cwd=REPO,
         capture_output=True,
         text=True,

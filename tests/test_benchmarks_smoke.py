@@ -89,6 +89,8 @@ def test_the_other_floors_do_the_same_job_as_gradexport() -> None:
     walked = _same_attributes(root)
     assert list(walked.nodes(data=True)) == list(graph.nodes(data=True))
     assert list(walked.edges(keys=True, data=True)) == list(graph.edges(keys=True, data=True))
+
+
 def test_capture_source_benchmark_times_every_variant_of_every_model() -> None:
     from benchmarks import capture_source
 

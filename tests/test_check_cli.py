@@ -119,9 +119,7 @@ def test_the_absorbing_case_is_absorbed_in_torch(targets: Path) -> None:
     assert all(torch.isfinite(parameter.grad).all() for parameter in model.parameters())  # and none in .grad
 
 
-def test_check_exits_0_when_the_nonfinite_gradient_is_absorbed_and_says_the_parameters_are_fine(
-    targets: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_exits_0_when_the_nonfinite_gradient_is_absorbed_and_says_the_parameters_are_fine(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", f"{targets}:absorbed"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].startswith("absorbed: a non-finite gradient appeared on the way")
@@ -199,9 +197,7 @@ def test_find_nonfinite_raises_an_in_place_error_naming_the_node() -> None:
 
 
 @pytest.mark.parametrize("command", ["check", "view"])
-def test_view_and_check_take_traceback_and_show_the_users_line(
-    command: str, targets: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_view_and_check_take_traceback_and_show_the_users_line(command: str, targets: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     extra = ["--no-open", "-o", str(tmp_path / "page.html")] if command == "view" else []
     line = line_of(targets, 'raise ValueError("no loss today")')
     assert main([command, f"{targets}:broken", *extra]) == 1
@@ -214,9 +210,7 @@ def test_view_and_check_take_traceback_and_show_the_users_line(
 
 
 @pytest.mark.parametrize("command", ["check", "view", None])
-def test_torchs_warnings_are_printed_as_themselves(
-    command: str | None, targets: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_torchs_warnings_are_printed_as_themselves(command: str | None, targets: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         load(targets).copies_a_tensor()
@@ -236,9 +230,7 @@ def test_torchs_warnings_are_printed_as_themselves(
     assert "gradexport: warning" not in err
 
 
-def test_a_torch_warning_that_names_torchs_own_file_is_shown_at_the_users_line(
-    targets: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_torch_warning_that_names_torchs_own_file_is_shown_at_the_users_line(targets: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import os
 
     with warnings.catch_warnings(record=True) as caught:

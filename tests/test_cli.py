@@ -14,10 +14,15 @@ from gradexport.frontends.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 MAKEFILE_COMMAND = [
-    "-m", "gradexport", "gradexport/examples/blog.py:multiply_then_sum", "--format", "dot,svg,mermaid,json", "--output",
+    "-m",
+    "gradexport",
+    "gradexport/examples/blog.py:multiply_then_sum",
+    "--format",
+    "dot,svg,mermaid,json",
+    "--output",
 ]
 
-USER_CODE = '''
+USER_CODE = """
 import torch
 from torch import nn
 
@@ -62,7 +67,7 @@ def long_chain():
     for _ in range(501):
         x = x + 1
     return x
-'''
+"""
 
 
 @pytest.fixture
@@ -222,7 +227,10 @@ def test_ctrl_c_while_the_function_runs_is_one_line_and_exit_130(tmp_path):
     (tmp_path / "slow.py").write_text("import time\n\ndef wait():\n    print('started', flush=True)\n    time.sleep(60)\n")
     process = subprocess.Popen(
         [sys.executable, "-m", "gradexport", f"{tmp_path / 'slow.py'}:wait", "-f", "dot", "-o", str(tmp_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert process.stdout.readline() == "started\n"
     time.sleep(0.2)

@@ -10,7 +10,7 @@ import torch
 
 from gradexport.frontends.cli import main
 
-TARGETS = '''
+TARGETS = """
 import torch
 
 def finite():
@@ -30,7 +30,7 @@ def two_layers():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
     return model(torch.ones(1, 3)).sum(), model
-'''
+"""
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-HOSTILE_TARGET = '''
+HOSTILE_TARGET = """
 import os
 import sys
 import torch
@@ -37,8 +37,7 @@ def exits_three():
 
 def exits_with_message():
     sys.exit("stopped early")
-'''
-
+"""
 
 
 def run_cli(tmp_path: Path, function: str, **environment: str) -> subprocess.CompletedProcess[str]:
@@ -60,9 +59,7 @@ def test_generator_exit_in_the_function_is_a_one_line_failure(tmp_path):
     assert result.returncode == 1
     target = tmp_path / "hostile.py"
     line = next(n for n, text in enumerate(HOSTILE_TARGET.splitlines(), start=1) if "raise GeneratorExit" in text)
-    assert result.stderr.splitlines() == [
-        f"gradexport: error: {target}:generator_exit() raised GeneratorExit (at {target}:{line}, in generator_exit)"
-    ]
+    assert result.stderr.splitlines() == [f"gradexport: error: {target}:generator_exit() raised GeneratorExit (at {target}:{line}, in generator_exit)"]
 
 
 @pytest.mark.parametrize(
@@ -73,8 +70,7 @@ def test_sys_exit_in_the_function_fails_with_a_message_and_writes_nothing(tmp_pa
     result = run_cli(tmp_path, function)
     assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"gradexport: error: {tmp_path / 'hostile.py'}:{function}() called {shown} instead of returning the roots; "
-        "nothing was written"
+        f"gradexport: error: {tmp_path / 'hostile.py'}:{function}() called {shown} instead of returning the roots; nothing was written"
     ]
     assert not (tmp_path / "out").exists()
 

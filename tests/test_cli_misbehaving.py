@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-TARGETS = '''
+TARGETS = """
 import os
 import sys
 import torch
@@ -61,13 +61,17 @@ def forks_and_exits_child():
         os._exit(0)  # the usual pattern: the child's own exit is left alone
     os.wait()
     return _loss()
-'''
+"""
 
 
 def run(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "targets.py").write_text(TARGETS, encoding="utf-8")
     return subprocess.run(
-        [sys.executable, "-m", "gradexport", *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "gradexport", *arguments],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
@@ -93,9 +97,7 @@ def test_a_target_that_closes_stdout_gives_no_traceback(tmp_path, function, comm
     result = run(tmp_path, *arguments)
     assert result.returncode == 0
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr
-    assert result.stderr.splitlines() == [
-        "gradexport: warning: standard output was closed (by the function?): nothing more could be printed there"
-    ]
+    assert result.stderr.splitlines() == ["gradexport: warning: standard output was closed (by the function?): nothing more could be printed there"]
 
 
 def test_sys_exit_inside_backward_is_named_not_a_silent_status(tmp_path):
@@ -110,9 +112,7 @@ def test_sys_exit_inside_backward_is_named_not_a_silent_status(tmp_path):
 def test_os_exit_in_a_target_is_a_failure_with_a_message(tmp_path):
     result = run(tmp_path, "targets.py:hard_exit", "-f", "json", "-o", "out")
     assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        "gradexport: error: targets.py:hard_exit() called os._exit(0) instead of returning the roots; nothing was written"
-    ]
+    assert result.stderr.splitlines() == ["gradexport: error: targets.py:hard_exit() called os._exit(0) instead of returning the roots; nothing was written"]
     assert not (tmp_path / "out").exists()
 
 

@@ -10,7 +10,7 @@ import pytest
 import gradexport
 from gradexport.frontends.cli import COMMANDS, main
 
-TRAIN = '''
+TRAIN = """
 import torch
 import gradexport
 
@@ -29,7 +29,7 @@ def train(watch=gradexport.watch):
 
 def no_watch():
     return None
-'''
+"""
 
 
 @pytest.fixture

@@ -52,9 +52,7 @@ def _worker(rank: int, port: int, folder: str) -> None:
             "unreached": [[record.name, record.reason] for record in report.unreached],
             "no_grad": no_grad,
             "differing": {
-                str(other): sorted(
-                    {str(data.get("module")) for _, data in merged.nodes(data=True) if data["diff"] in ("added", "removed")}
-                )
+                str(other): sorted({str(data.get("module")) for _, data in merged.nodes(data=True) if data["diff"] in ("added", "removed")})
                 for other, merged in differing.items()
             },
             "described": {str(other): gradexport.records.describe_diff(merged) for other, merged in differing.items()},
@@ -72,8 +70,7 @@ def test_ddp_unused_parameters_and_the_differing_rank(tmp_path: Path) -> None:
         assert sorted(name for name, _ in result["unreached"]) == result["no_grad"]
     assert ranks[0]["unreached"] == [["never.weight", "module_not_called"], ["never.bias", "module_not_called"]]
     assert sorted(ranks[1]["unreached"]) == sorted(
-        [["never.weight", "module_not_called"], ["never.bias", "module_not_called"],
-         ["extra.weight", "module_not_called"], ["extra.bias", "module_not_called"]]
+        [["never.weight", "module_not_called"], ["never.bias", "module_not_called"], ["extra.weight", "module_not_called"], ["extra.bias", "module_not_called"]]
     )
     # Both ranks find that rank 1's graph lacks the branch through `extra`.
     for result in ranks:

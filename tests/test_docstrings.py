@@ -48,7 +48,7 @@ def test_docstrings_are_markdown(path):
 
 
 def test_the_checks_find_what_they_look_for():
-    text = 'Example:\n    >>> 1\n\nSee :func:`gradexport.replay` and this::\n\n    code\n'
+    text = "Example:\n    >>> 1\n\nSee :func:`gradexport.replay` and this::\n\n    code\n"
     assert all(pattern.search(text) for pattern in PROBLEMS.values())
     assert not any(pattern.search("Examples:\n    `gradexport.replay`, ``a::b``\n") for pattern in PROBLEMS.values())
 

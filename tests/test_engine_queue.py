@@ -48,7 +48,7 @@ def random_graph(seed: int, roots: int = 1) -> Case:
             parts = torch.stack(picked).unbind(0)
             out = parts[-1] + parts[0]
         values.append(out)
-    outputs = values[len(leaves):]
+    outputs = values[len(leaves) :]
     chosen = [outputs[-1]] + rng.sample(outputs, min(roots - 1, len(outputs)))
     tensors = [value.sum() for value in chosen]
     params = {f"p{index}": leaf for index, leaf in enumerate(leaves)}

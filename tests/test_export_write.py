@@ -35,9 +35,7 @@ def test_writes_every_format_into_a_new_folder_matching_the_text_functions(tmp_p
     folder = tmp_path / "a" / "b"
     paths = gradexport.write(loss, folder, params=params)
     assert list(paths) == ["dot", "svg", "mermaid", "json"]
-    assert {name: path.name for name, path in paths.items()} == {
-        "dot": "graph.dot", "svg": "graph.svg", "mermaid": "graph.mmd", "json": "graph.json"
-    }
+    assert {name: path.name for name, path in paths.items()} == {"dot": "graph.dot", "svg": "graph.svg", "mermaid": "graph.mmd", "json": "graph.json"}
     graph = gradexport.to_networkx(loss, params=params)
     assert paths["dot"].read_text(encoding="utf-8") == gradexport.to_dot(graph)
     assert paths["mermaid"].read_text(encoding="utf-8") == gradexport.to_mermaid(graph)

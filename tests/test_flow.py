@@ -29,11 +29,7 @@ EVERY_VALUE = 10**6
 def slot_gradients(case: Case, grad_outputs: list[torch.Tensor | None]) -> dict[tuple[str, int], torch.Tensor | None]:
     """The engine's total gradient arriving at every input slot of every node, by torch.autograd.grad."""
     result = trace(case.roots)
-    slots = [
-        (node_id, slot)
-        for node, node_id in result.ids.items()
-        for slot in range(len(node._input_metadata))
-    ]
+    slots = [(node_id, slot) for node, node_id in result.ids.items() for slot in range(len(node._input_metadata))]
     nodes = {node_id: node for node, node_id in result.ids.items()}
     targets = [root.tensor if root.tensor is not None else GradientEdge(root.node, root.input_nr) for root in result.roots]
     grads = torch.autograd.grad(
@@ -49,11 +45,7 @@ def slot_gradients(case: Case, grad_outputs: list[torch.Tensor | None]) -> dict[
 # Not here: "compiled" (torch.compile is slow; test_replay runs it once), "freed_buffers" (the
 # engine fails; see test_hooks_are_removed_when_backward_fails) and "checkpoint_reentrant"
 # (torch.autograd.grad, the reference, refuses reentrant checkpoints).
-FLOW_CASES = {
-    name: build
-    for name, build in {**CASES, **REPLAY_CASES}.items()
-    if name not in {"compiled", "freed_buffers", "checkpoint_reentrant"}
-}
+FLOW_CASES = {name: build for name, build in {**CASES, **REPLAY_CASES}.items() if name not in {"compiled", "freed_buffers", "checkpoint_reentrant"}}
 
 
 def values_of(grad: dict[str, Any]) -> torch.Tensor:
@@ -67,9 +59,7 @@ def test_edge_gradients_agree_with_autograd_grad(name: str) -> None:
     case = FLOW_CASES[name]()
     grad_outputs = grad_outputs_for(case.roots)
     expected = slot_gradients(case, grad_outputs)
-    graph = gradexport.record_gradients(
-        case.roots, params=case.params, module=case.module, grad_outputs=grad_outputs, values_up_to=EVERY_VALUE
-    )
+    graph = gradexport.record_gradients(case.roots, params=case.params, module=case.module, grad_outputs=grad_outputs, values_up_to=EVERY_VALUE)
 
     arriving: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for _, target, data in graph.edges(data=True):

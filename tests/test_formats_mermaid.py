@@ -31,9 +31,7 @@ from gradexport.formats.styles import GRAD_BAD_COLOR
 def drawing(result: dict) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str, str]]]:
     """Nodes (id -> (class, first shown line)) and edges (source, target, shown label) as mermaid.js parsed them."""
     assert result["ok"], result.get("error")
-    nodes = {
-        node: (vertex["classes"][0], mermaid_shown(vertex["text"])[0]) for node, vertex in result["vertices"].items()
-    }
+    nodes = {node: (vertex["classes"][0], mermaid_shown(vertex["text"])[0]) for node, vertex in result["vertices"].items()}
     edges = [(edge["start"], edge["end"], mermaid_shown(edge["text"])[0]) for edge in result["edges"]]
     return nodes, edges
 
@@ -57,10 +55,7 @@ def grad_graph() -> nx.MultiDiGraph:
 @needs_mermaid
 def test_every_case_and_option_parses_and_draws_torchs_edges():
     cases = {name: builder() for name, builder in FORMAT_CASES.items()}
-    texts = [
-        gradexport.to_mermaid(case.roots, params=case.params or None, module=case.module, show_none=True)
-        for case in cases.values()
-    ]
+    texts = [gradexport.to_mermaid(case.roots, params=case.params or None, module=case.module, show_none=True) for case in cases.values()]
     loss, x = unbind_then_add()
     extras = [
         gradexport.to_mermaid(loss, params={"x": x}, direction="RL", edge_shapes=EDGE_METADATA, show_saved=True),

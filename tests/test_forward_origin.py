@@ -329,9 +329,7 @@ def test_reentrant_checkpoint_victims_are_every_nonfinite_grad_and_the_region_is
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    TORCH_VERSION < (2, 3), reason="torch before 2.3 fails to compile a model under a second TorchFunctionMode (the witness)"
-)
+@pytest.mark.skipif(TORCH_VERSION < (2, 3), reason="torch before 2.3 fails to compile a model under a second TorchFunctionMode (the witness)")
 def test_compiled_region_victims_and_region_are_named() -> None:
     torch._dynamo.reset()
     torch.manual_seed(0)
@@ -355,7 +353,7 @@ def test_compiled_region_victims_and_region_are_named() -> None:
 # ---------------------------------------------------------------- gradexport check
 
 
-CHECK_TARGETS = '''
+CHECK_TARGETS = """
 import torch
 
 
@@ -367,12 +365,10 @@ def nan_loss():
 def sqrt_of_sqrt():
     x = torch.tensor([1.0, 3.0], requires_grad=True)
     return torch.sqrt(torch.sqrt(x - 2)).sum(), {"x": x}
-'''
+"""
 
 
-def test_check_captures_the_forward_and_prints_both_origins(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_check_captures_the_forward_and_prints_both_origins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "path", list(sys.path))
     path = tmp_path / "planted.py"
     path.write_text(CHECK_TARGETS)

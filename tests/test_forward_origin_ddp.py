@@ -42,9 +42,7 @@ def _worker(rank: int, port: int, folder: str) -> None:
             "origin": None if origin is None else [origin.op, origin.cause, [item.position for item in origin.inputs if not item.finite]],
             "nonfinite_parameters": [] if report is None else sorted(report.nonfinite_parameters),
             "hidden_parameters": [] if report is None else sorted(report.hidden_parameters),
-            "torch_nonfinite_grads": sorted(
-                name for name, p in model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())
-            ),
+            "torch_nonfinite_grads": sorted(name for name, p in model.named_parameters() if p.grad is not None and not bool(torch.isfinite(p.grad).all())),
         }
         Path(folder, f"rank{rank}.json").write_text(json.dumps(result))
     finally:

@@ -164,4 +164,3 @@ def test_fsdp2_and_dtensor_graph_unreached_nonfinite_watch_and_divergent_ranks(t
         assert parallel["explain"] == "every rank uses the same parameters"
         for name, norm in parallel["torch_norms"].items():
             assert parallel["watched"][name] == (None if norm is None else pytest.approx(norm, rel=1e-6)), name
-

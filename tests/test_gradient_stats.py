@@ -119,8 +119,7 @@ def test_recorded_one_element_gradients_are_what_the_engine_passed(dtype: torch.
     # A chain of one-element steps whose gradients overflow to Inf, then NaN at x * 0.0: every
     # edge must hold the summary of the tensor that a hook of torch's saw on it.
     scale = 2 * torch.finfo(dtype).max ** 0.5
-    steps = [lambda t: t * 0.0, torch.sqrt, lambda t: t * 3, lambda t: t * scale, lambda t: t * scale,
-             lambda t: t * -1.0, lambda t: t + 1, torch.exp]
+    steps = [lambda t: t * 0.0, torch.sqrt, lambda t: t * 3, lambda t: t * scale, lambda t: t * scale, lambda t: t * -1.0, lambda t: t + 1, torch.exp]
     y = x = torch.zeros(1, dtype=dtype, requires_grad=True)
     for step in steps:
         y = step(y)

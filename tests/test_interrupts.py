@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-SLOW_BACKWARD = '''
+SLOW_BACKWARD = """
 import sys
 import time
 import torch
@@ -42,7 +42,7 @@ def slow_backward():
 def quick():
     x = torch.ones(3, requires_grad=True)
     return (x * 2).sum(), {"x": x}
-'''
+"""
 
 
 def start(tmp_path: Path, *arguments: str, console_script: bool = False, **environment: str) -> subprocess.Popen[str]:
@@ -149,7 +149,10 @@ def run_script(source: str) -> subprocess.CompletedProcess[str]:
     """Run ``source`` in a new Python process that imports this checkout's gradexport."""
     return subprocess.run(
         [sys.executable, "-c", source],
-        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
 
 

@@ -98,8 +98,7 @@ def test_the_error_is_a_value_error_exported_at_the_top():
 
 
 def test_ids_one_and_true_are_not_merged_but_refused():
-    document = {"directed": True, "multigraph": True, "graph": {}, "edges": [],
-                "nodes": [{"id": 1, "kind": "leaf"}, {"id": True, "kind": "leaf"}]}
+    document = {"directed": True, "multigraph": True, "graph": {}, "edges": [], "nodes": [{"id": 1, "kind": "leaf"}, {"id": True, "kind": "leaf"}]}
     with pytest.raises(GraphFormatError, match=r"nodes\[0\]\.id: expected str, got int$"):
         load(document)
     document["nodes"][0]["id"] = "1"

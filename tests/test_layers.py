@@ -110,9 +110,7 @@ def test_no_module_imports_a_wing_above_its_own(module):
     wing = wing_of(module)
     if wing is None:
         return
-    upward = sorted(
-        target for target in IMPORTS[module] if wing_of(target) != wing and (wing_of(target) is None or wing_of(target) not in ALLOWED[wing])
-    )
+    upward = sorted(target for target in IMPORTS[module] if wing_of(target) != wing and (wing_of(target) is None or wing_of(target) not in ALLOWED[wing]))
     assert not upward, f"{module} ({wing}, may import {sorted(ALLOWED[wing]) or 'nothing'}) imports {upward}"
 
 

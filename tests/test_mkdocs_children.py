@@ -63,8 +63,11 @@ def test_no_child_outlives_a_killed_mkdocs_build(tmp_path, signum):
         """
     config = make_site(tmp_path, {"index.md": page})
     build = subprocess.Popen(
-        [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(config)], cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "mkdocs", "build", "-q", "-f", str(config)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         assert wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 120)

@@ -173,7 +173,7 @@ def test_each_page_runs_in_its_own_temporary_folder(tmp_path, monkeypatch, isola
     monkeypatch.chdir(tmp_path)
     # isolate in the code too: the plugin's results cache lives as long as the process, across these builds
     code = f"import os  # {isolate}\nopen('written.txt', 'w').close()\nprint(os.getcwd(), os.getpid())\n"
-    block = f"```gradexport show=\"output\"\n{code}```\n"
+    block = f'```gradexport show="output"\n{code}```\n'
     site = build_site(with_options(make_site(tmp_path, {"a.md": "# A\n\n" + block, "b.md": "# B\n\n" + block}), isolate=isolate))
     folders, pids = [], []
     for page in ("a", "b"):

@@ -85,9 +85,7 @@ def test_round_trip_every_node_and_edge(name: str, show_none: bool, tmp_path: Pa
         assert decoded(node.attrs, attributes) == attributes
         assert node.namespace == attributes.get("module", "").replace(".", "/") or attributes["kind"] == "none"
     edges = Counter(
-        (edge.sourceNodeId, node.id, int(edge.sourceNodeOutputId), int(edge.targetNodeInputId))
-        for node in me_graph.nodes
-        for edge in node.incomingEdges
+        (edge.sourceNodeId, node.id, int(edge.sourceNodeOutputId), int(edge.targetNodeInputId)) for node in me_graph.nodes for edge in node.incomingEdges
     )
     assert edges == Counter((u, v, key, data["input_nr"]) for u, v, key, data in graph.edges(keys=True, data=True))
     for u, v, key, data in graph.edges(keys=True, data=True):

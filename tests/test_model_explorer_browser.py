@@ -127,7 +127,11 @@ def start_server(folder: Path, code: str, graphs: Any) -> Iterator[dict[str, Any
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", code, str(folder / "graph.pickle"), str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
@@ -197,16 +201,11 @@ def test_the_graph_loads_offline_with_its_top_level_layers(served: dict[str, Any
     # Model Explorer folds a layer whose only child is one op node (block.1, the ReLU) into its parent.
     single = {layer for layer in layers if members[layer] == 1 and not any(other.startswith(layer + ".") for other in layers)}
     text = page.evaluate("document.body.innerText")
-    for name, value in [("op node count", graph.number_of_nodes()), ("layer count", len(layers - single)),
-                        ("num_edges", graph.number_of_edges())]:
+    for name, value in [("op node count", graph.number_of_nodes()), ("layer count", len(layers - single)), ("num_edges", graph.number_of_edges())]:
         assert re.search(rf"\n{name}\s+{value}\n", text), f"{name} {value} not in the graph info panel"
 
     # The top-level nodes and layers, as Model Explorer lists them beside the gradient node data.
-    top_nodes = {
-        data.get("root") or data.get("op")
-        for _, data in graph.nodes(data=True)
-        if not data.get("module") and data["kind"] != "leaf"
-    }
+    top_nodes = {data.get("root") or data.get("op") for _, data in graph.nodes(data=True) if not data.get("module") and data["kind"] != "leaf"}
     top_layers = {module.split(".")[0] for module in modules}
     assert top_layers == {"embed", "block", "head"}
     deadline = time.monotonic() + LOAD_TIMEOUT_S
@@ -261,10 +260,7 @@ def test_a_diff_opens_side_by_side_with_its_node_data(served_diff: dict[str, Any
                 assert data["diff"] in ("changed", state)
     # Each pane reads its own node data, the diff states showing (its eye open): the sum Model Explorer
     # shows per pane (the last column of its aggregated stats) is that of the nodes it has.
-    expected = [
-        sum(DIFF_VALUES[data["diff"]] for _, data in merged.nodes(data=True) if data["diff"] != other)
-        for other in ("added", "removed")
-    ]
+    expected = [sum(DIFF_VALUES[data["diff"]] for _, data in merged.nodes(data=True) if data["diff"] != other) for other in ("added", "removed")]
     assert max(expected) > 0
     deadline = time.monotonic() + LOAD_TIMEOUT_S
     sums: list[str] = []

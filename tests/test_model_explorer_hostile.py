@@ -30,9 +30,7 @@ from test_model_explorer_browser import (
 
 import gradexport
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("model_explorer") is None, reason="Model Explorer is not installed (pip install gradexport[explorer])"
-)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("model_explorer") is None, reason="Model Explorer is not installed (pip install gradexport[explorer])")
 
 
 @pytest.fixture(scope="module")

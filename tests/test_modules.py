@@ -65,9 +65,7 @@ def reused() -> tuple[nn.Module, torch.Tensor]:
     return Reused(), torch.randn(2, 3)
 
 
-MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {
-    builder.__name__: builder for builder in (mlp, cnn, transformer, lstm, reused)
-}
+MODELS: dict[str, Callable[[], tuple[nn.Module, torch.Tensor]]] = {builder.__name__: builder for builder in (mlp, cnn, transformer, lstm, reused)}
 
 
 def sequence_ranges(model: nn.Module, inputs: torch.Tensor) -> tuple[torch.Tensor, dict[str, list[range]]]:
@@ -316,6 +314,8 @@ def test_an_op_made_by_a_forward_hook_belongs_to_the_hooked_module() -> None:
     with gradexport.capture_modules():
         output = model(inputs)
     graph = gradexport.to_networkx(output.sum(), module=model)
-    made_in_call = {data["op"]: data.get("module") for _, data in graph.nodes(data=True) if data["kind"] == "backward" and span[0] <= data["sequence_nr"] < span[1]}
+    made_in_call = {
+        data["op"]: data.get("module") for _, data in graph.nodes(data=True) if data["kind"] == "backward" and span[0] <= data["sequence_nr"] < span[1]
+    }
     assert set(made_in_call) == {"ExpBackward0", "AddmmBackward0", "TBackward0", "MulBackward0"}, "the pre-hook's exp, the layer, the hook's mul"
     assert set(made_in_call.values()) == {"0"}

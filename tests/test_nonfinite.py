@@ -85,9 +85,7 @@ def two_at_once() -> Case:
     return Case(x.sqrt().sum() + y.log().sum(), {"x": x, "y": y})
 
 
-BUILDERS: dict[str, Callable[[], Case]] = {
-    builder.__name__: builder for builder in (sqrt_at_zero, log_of_zero, where_trap, division_in_model, two_at_once)
-}
+BUILDERS: dict[str, Callable[[], Case]] = {builder.__name__: builder for builder in (sqrt_at_zero, log_of_zero, where_trap, division_in_model, two_at_once)}
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

@@ -211,7 +211,6 @@ def warnings_as_errors():
         yield
 
 
-
 def test_fold_modules_folds_by_name_in_every_entry_point(tmp_path, monkeypatch, capsys):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh()))

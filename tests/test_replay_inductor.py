@@ -64,9 +64,7 @@ print(json.dumps({"same": same, "ops": ops}))
 def run_scenario(order: str, cache: Path) -> dict[str, object]:
     environment = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     environment.pop("TORCHINDUCTOR_AUTOGRAD_CACHE", None)
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, order], env=environment, capture_output=True, text=True, check=False, timeout=600
-    )
+    done = subprocess.run([sys.executable, "-c", SCRIPT, order], env=environment, capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -155,9 +155,7 @@ def saved_by_hooks(forward: Any) -> list[torch.Tensor]:
 def test_activations_apart_from_parameters_and_buffers_agree_with_saved_tensor_hooks() -> None:
     """A conv net with BatchNorm (running stats are buffers; eval mode saves them) and a Linear whose weight is saved."""
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)
-    ).eval()
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 8, 3), nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).eval()
     images = torch.randn(2, 3, 8, 8)
     seen = saved_by_hooks(lambda: model(images).sum())
     parameters = {t.untyped_storage().data_ptr() for t in model.parameters()}
@@ -167,8 +165,10 @@ def test_activations_apart_from_parameters_and_buffers_agree_with_saved_tensor_h
         pointer = tensor.untyped_storage().data_ptr()
         return "parameters" if pointer in parameters else "buffers" if pointer in buffers else "activations"
 
-    truth = {name: storage_bytes(*[t for t in seen if kind(t) == name]) if any(kind(t) == name for t in seen) else 0
-             for name in ("activations", "parameters", "buffers")}
+    truth = {
+        name: storage_bytes(*[t for t in seen if kind(t) == name]) if any(kind(t) == name for t in seen) else 0
+        for name in ("activations", "parameters", "buffers")
+    }
     assert truth["parameters"] and truth["buffers"] and truth["activations"]  # the case has all three
     with gradexport.capture_modules():
         loss = model(images).sum()

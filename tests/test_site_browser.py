@@ -52,18 +52,13 @@ def mermaid_diagrams(cdp: Any) -> list[dict[str, Any]]:
             continue
         attributes = _attributes(node)
         if attributes.get("id", "").startswith("__mermaid") or "aria-roledescription" in attributes:
-            error = attributes.get("aria-roledescription") == "error" or any(
-                "error-icon" in _attributes(inner).get("class", "") for inner, _ in _walk(node)
-            )
+            error = attributes.get("aria-roledescription") == "error" or any("error-icon" in _attributes(inner).get("class", "") for inner, _ in _walk(node))
             diagrams.append({"id": attributes.get("id"), "error": error})
     return diagrams
 
 
 def site_pages(site: BuiltSite) -> list[str]:
-    return sorted(
-        page.relative_to(site.directory).as_posix().removesuffix("index.html")
-        for page in site.directory.rglob("index.html")
-    )
+    return sorted(page.relative_to(site.directory).as_posix().removesuffix("index.html") for page in site.directory.rglob("index.html"))
 
 
 def test_every_page_renders_offline_without_errors(built_site, site_url, browser):
@@ -87,9 +82,7 @@ def test_every_page_renders_offline_without_errors(built_site, site_url, browser
         if len(diagrams) != expected:
             problems.append(f"/{path}: {len(diagrams)} of {expected} Mermaid diagrams rendered")
         problems += [f"/{path}: Mermaid diagram {d['id']} is a syntax error" for d in diagrams if d["error"]]
-        broken_images = page.evaluate(
-            "[...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)"
-        )
+        broken_images = page.evaluate("[...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
         problems += [f"/{path}: image did not load: {src}" for src in broken_images]
         empty_svgs = page.evaluate(
             "[...document.querySelectorAll('.gradexport-svg svg')]"
@@ -234,7 +227,8 @@ def _text_problems(page: Any, where: str) -> tuple[list[str], int]:
     cut_off = [f"{where}: {problem}" for problem in page.evaluate(_CUT_OFF)]
     problems = [
         f"{where}: {item['text']!r} has contrast {item['contrast']:.2f} ({item['colour']} on {item['background']})"
-        for item in measured if item["contrast"] < MIN_CONTRAST
+        for item in measured
+        if item["contrast"] < MIN_CONTRAST
     ]
     problems += [f"{where}: {item['text']!r} is drawn at {item['px']:.1f} px" for item in measured if item["px"] < MIN_TEXT_PX - 0.05]
     return problems + cut_off, len(measured)
@@ -357,6 +351,8 @@ def test_blog_pages_step_through_the_replay_with_torchs_values(built_site, site_
         assert shown == calls, path
         assert errors == [], path
         page.close()
+
+
 def test_site_follows_the_systems_dark_mode_preference(built_site, site_url, browser):
     """A first visit (nothing stored) takes the scheme from prefers-color-scheme; the toggle still overrides it."""
     for preference, scheme in (("dark", "slate"), ("light", "default")):

@@ -133,8 +133,12 @@ def test_api_reference_shows_the_public_api_as_written(built_site):
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert not re.search(r"::[ \t]*$", text, re.MULTILINE), "an RST literal block (`text::`) leaked"
     assert not re.search(r":(func|class|meth|mod|data|attr|exc|obj):`", text), "a Sphinx role leaked"
-    for internal in ("GraphStream.discover", "GraphStream.none_node", "frontends.mkdocs.plugin.GradexportPlugin.on_startup",
-                     "frontends.mkdocs.runner.run_blocks"):
+    for internal in (
+        "GraphStream.discover",
+        "GraphStream.none_node",
+        "frontends.mkdocs.plugin.GradexportPlugin.on_startup",
+        "frontends.mkdocs.runner.run_blocks",
+    ):
         assert f'id="gradexport.{internal}"' not in page, internal
     # Doctests are rendered as highlighted code, not as prose.
     assert page.count('<span class="gp">&gt;&gt;&gt; </span>') > 20

@@ -16,7 +16,7 @@ from torch._dynamo.testing import CompileCounter
 import gradexport
 
 PROGRAM = textwrap.dedent(
-    '''
+    """
     import torch
     import torch.utils.checkpoint
 
@@ -78,7 +78,7 @@ PROGRAM = textwrap.dedent(
         y = torch.utils.checkpoint.checkpoint(torch.sigmoid, x, use_reentrant=False)  # @checkpoint
         z = torch.utils.checkpoint.checkpoint(torch.sigmoid, y, use_reentrant=True)  # @reentrant
         return z.sum()  # @checkpoint_sum
-    '''
+    """
 )
 
 #: The ops that torch itself records for each marked line (by `next_functions`).
@@ -192,9 +192,7 @@ def test_custom_function_and_checkpoints(program: tuple[ModuleType, Path, dict[i
     assert torch.equal(with_capture, x.grad)  # type: ignore[arg-type]
 
 
-def test_path_is_relative_inside_the_working_directory(
-    program: tuple[ModuleType, Path, dict[int, str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_path_is_relative_inside_the_working_directory(program: tuple[ModuleType, Path, dict[int, str]], monkeypatch: pytest.MonkeyPatch) -> None:
     module, path, markers = program
     monkeypatch.chdir(path.parent)
     x = torch.randn(3, requires_grad=True)

@@ -82,9 +82,7 @@ def test_model_explorer_nodes_carry_the_source() -> None:
     graph, _ = _captured()
     collection = gradexport.tools.to_model_explorer(graph)
     assert isinstance(collection, graph_builder.GraphCollection)
-    attributes = {
-        node.id: {item.key: item.value for item in node.attrs} for node in collection.graphs[0].nodes
-    }
+    attributes = {node.id: {item.key: item.value for item in node.attrs} for node in collection.graphs[0].nodes}
     sourced = {node: data["source"] for node, data in graph.nodes(data=True) if "source" in data}
     assert sourced and all(attributes[node]["source"] == source for node, source in sourced.items())
 

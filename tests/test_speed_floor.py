@@ -38,9 +38,7 @@ def test_a_default_start_gradient_imports_nothing_torch_backward_does_not(call: 
     # A start gradient passed to torch.autograd.backward as a tensor makes torch import
     # torch.fx.experimental.symbolic_shapes and sympy (0.4 to 0.6 s once per process);
     # backward() on a scalar passes None there.
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SCRIPT.format(call=call))], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT.format(call=call))], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 
 

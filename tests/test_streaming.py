@@ -167,7 +167,9 @@ def test_gradient_colours_of_a_stream_are_those_of_the_whole_graph() -> None:
 
 
 def test_a_stream_of_other_ids_is_drawn_with_safe_ids() -> None:
-    records = Records([("end", {"kind": "backward", "op": "A"}, {'x" y': {0: {"next_index": 0, "input_nr": 1}}}), ('x" y', {"kind": "leaf", "names": ["w"]}, {})])
+    records = Records(
+        [("end", {"kind": "backward", "op": "A"}, {'x" y': {0: {"next_index": 0, "input_nr": 1}}}), ('x" y', {"kind": "leaf", "names": ["w"]}, {})]
+    )
     text = mermaid.to_mermaid(records)
     assert "\n  end" not in text.split("flowchart", 1)[1].split("classDef")[0]
     assert re.search(r"^  u\w+ -->\|\"0→1\"\| u\w+$", text, re.MULTILINE)

@@ -34,9 +34,7 @@ def test_sequence_nr_is_creation_order_and_largest_for_accumulate_grad() -> None
     second = first.sin()
     accumulate = first.grad_fn.next_functions[0][0]
     assert isinstance(_torch.sequence_nr(first.grad_fn), int), changed("Node._sequence_nr()", "not an int")
-    assert _torch.sequence_nr(first.grad_fn) < _torch.sequence_nr(second.grad_fn), changed(
-        "Node._sequence_nr()", "a later node has a smaller number"
-    )
+    assert _torch.sequence_nr(first.grad_fn) < _torch.sequence_nr(second.grad_fn), changed("Node._sequence_nr()", "a later node has a smaller number")
     # replay's engine order and the graph's sequence_nr=-1 for leaves rely on this value.
     assert _torch.sequence_nr(accumulate) == _torch.ACCUMULATE_GRAD_SEQUENCE_NR, changed(
         "AccumulateGrad._sequence_nr()", f"reads {_torch.sequence_nr(accumulate)}, not 2**64 - 1"
@@ -70,9 +68,7 @@ def test_next_sequence_nr_is_the_next_nodes_number() -> None:
     x = torch.ones(2, requires_grad=True)
     before = _torch.next_sequence_nr()
     node = (x * 2).grad_fn
-    assert _torch.sequence_nr(node) == before, changed(
-        "torch._C._autograd._get_sequence_nr()", "it no longer gives the number of the next node created"
-    )
+    assert _torch.sequence_nr(node) == before, changed("torch._C._autograd._get_sequence_nr()", "it no longer gives the number of the next node created")
     assert _torch.next_sequence_nr() == before + 1, changed("torch._C._autograd._get_sequence_nr()", "does not advance by one per node")
 
 
@@ -343,9 +339,7 @@ def test_saved_is_hook_packed_for_a_list_of_saved_tensors() -> None:
     with torch.autograd.graph.saved_tensors_hooks(lambda tensor: tensor, lambda packed: packed):
         node = v[torch.tensor([0, 2])].grad_fn  # IndexBackward0 saves its indices as a list
     (getter,) = [getter for getter in _torch.saved_getters(type(node)) if getter.name == "indices"]
-    assert getter.raw is not None and isinstance(getter.raw(node), (list, tuple)), changed(
-        "IndexBackward0._raw_saved_indices", "no longer a list"
-    )
+    assert getter.raw is not None and isinstance(getter.raw(node), (list, tuple)), changed("IndexBackward0._raw_saved_indices", "no longer a list")
     assert _torch.saved_is_hook_packed(getter.raw(node)) is _torch.SAVED_HOOKS_VISIBLE, changed("SavedTensor.unpack_hook", "None in a hooked list")
 
 
@@ -356,9 +350,7 @@ def test_saved_read_failure_recognises_torchs_real_errors() -> None:
     loss.backward()
     with pytest.raises(RuntimeError) as after_backward:
         _torch.read_saved(node, "self")
-    assert _torch.saved_read_failure(after_backward.value) == "freed", changed(
-        "the error text of reading a freed saved tensor", str(after_backward.value)
-    )
+    assert _torch.saved_read_failure(after_backward.value) == "freed", changed("the error text of reading a freed saved tensor", str(after_backward.value))
     hidden = x * 1
     stale = (hidden * hidden).grad_fn
     with torch.no_grad():
@@ -416,6 +408,8 @@ def test_is_dynamo_code_knows_a_compiled_functions_code() -> None:
         sys.setprofile(None)
     assert any(_torch.is_dynamo_code(code) for code in seen), changed("torch._dynamo.utils.orig_code_map", "its keys")
     assert not _torch.is_dynamo_code(body.__code__)
+
+
 def test_foreach_norm_sub_and_copy_agree_with_one_tensor_at_a_time() -> None:
     tensors = [torch.tensor([3.0, -4.0]), torch.tensor([[1.0, float("nan")]]), torch.tensor([float("inf"), 1.0])]
     for order in (2.0, float("inf")):
@@ -431,10 +425,27 @@ def test_foreach_norm_sub_and_copy_agree_with_one_tensor_at_a_time() -> None:
 
 #: Names of torch's private API that only gradexport/tracing/_torch.py may use (besides ``_saved_*`` and ``_raw_saved_*``).
 PRIVATE_NAMES = {
-    "_sequence_nr", "_get_sequence_nr", "_input_metadata", "_make_grads", "_backward_hooks", "hooks_dict_ref",
-    "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict",
-    "_forward_cls", "orig_code_map",
-    "_pytree", "_engine_run_backward", "_execution_engine", "_C", "_register_hook_dict", "_foreach_norm", "_foreach_sub_", "_foreach_copy_",
+    "_sequence_nr",
+    "_get_sequence_nr",
+    "_input_metadata",
+    "_make_grads",
+    "_backward_hooks",
+    "hooks_dict_ref",
+    "_pytree",
+    "_engine_run_backward",
+    "_execution_engine",
+    "_C",
+    "_register_hook_dict",
+    "_forward_cls",
+    "orig_code_map",
+    "_pytree",
+    "_engine_run_backward",
+    "_execution_engine",
+    "_C",
+    "_register_hook_dict",
+    "_foreach_norm",
+    "_foreach_sub_",
+    "_foreach_copy_",
 }
 
 
@@ -458,9 +469,7 @@ def test_no_other_module_touches_torch_internals() -> None:
     assert not offenders, f"private torch API outside gradexport/tracing/_torch.py (wrap it there): {offenders}"
 
 
-@pytest.mark.skipif(
-    not hasattr(torch._C._autograd, "_get_current_graph_task_keep_graph"), reason="this torch cannot read the graph task's retain_graph"
-)
+@pytest.mark.skipif(not hasattr(torch._C._autograd, "_get_current_graph_task_keep_graph"), reason="this torch cannot read the graph task's retain_graph")
 def test_apply_with_graph_freed_runs_the_node_in_a_graph_task_that_frees_the_graph() -> None:
     seen: list[bool] = []
 
@@ -481,6 +490,8 @@ def test_apply_with_graph_freed_runs_the_node_in_a_graph_task_that_frees_the_gra
     assert seen == [False, False], "_get_current_graph_task_keep_graph no longer reads the engine's retain_graph"
     assert x.grad is not None and torch.equal(x.grad, torch.full((2,), 2.0))  # the probe's graph leaves x alone
     assert not _torch.donates_saved_buffers(node), "CompiledFunction.metadata.bw_donated_idxs read on a plain Function"
+
+
 def test_post_accumulate_hook_count_reads_the_hooks() -> None:
     x = torch.ones(2, requires_grad=True)
     assert _torch.post_accumulate_hook_count(x) == 0
@@ -542,7 +553,9 @@ def test_rerun_checkpoint_recomputes_what_the_reentrant_checkpoint_backward_does
     assert torch.equal(gradient, weight.grad), changed("CheckpointFunction.backward", "its recomputation differs from the rerun")
     with pytest.raises(RuntimeError) as freed:
         _torch.rerun_checkpoint(node)
-    assert _torch.saved_read_failure(freed.value) == "freed", changed("CheckpointFunction's ctx.saved_tensors", "reading them after backward raised another error")
+    assert _torch.saved_read_failure(freed.value) == "freed", changed(
+        "CheckpointFunction's ctx.saved_tensors", "reading them after backward raised another error"
+    )
 
 
 def test_forward_hooks_are_listed_once_per_call_so_a_hook_removed_by_an_earlier_one_still_runs() -> None:

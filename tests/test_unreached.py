@@ -173,9 +173,12 @@ def test_a_reentrant_checkpoint_region_is_retraced_and_agrees_with_backward() ->
     assert report.reached == len(with_grad)
     assert {record.name: record.reason for record in report.unreached} == {
         # The forward captured ran the region under the checkpoint's no_grad, so that is what it saw.
-        "gated.cut.weight": "no_grad", "gated.cut.bias": "no_grad",
-        "gated.unused.weight": "module_not_called", "gated.unused.bias": "module_not_called",
-        "skipped.weight": "module_not_called", "skipped.bias": "module_not_called",
+        "gated.cut.weight": "no_grad",
+        "gated.cut.bias": "no_grad",
+        "gated.unused.weight": "module_not_called",
+        "gated.unused.bias": "module_not_called",
+        "skipped.weight": "module_not_called",
+        "skipped.bias": "module_not_called",
     }
     assert {record.name for record in report.unreached} == {name for name, parameter in model.named_parameters() if parameter.grad is None}
     assert str(report).splitlines()[0] == "6 trainable parameter(s) get no gradient from the roots:"
@@ -249,7 +252,10 @@ def test_check_unused_command(tmp_path: Path, cut: bool) -> None:
 def _check_unused(target: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gradexport", "check", "--unused", f"{target}:make"],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
 
 

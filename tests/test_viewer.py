@@ -108,9 +108,7 @@ def test_the_page_holds_next_functions_as_torch_has_them(name):
     for node, node_id in result.ids.items():
         drawn = by_source.get(node_id, {})
         none_slots = set(nodes[node_id].get("none_slots", ()))
-        expected = {
-            index: (result.ids[child], input_nr) for index, (child, input_nr) in enumerate(node.next_functions) if child is not None
-        }
+        expected = {index: (result.ids[child], input_nr) for index, (child, input_nr) in enumerate(node.next_functions) if child is not None}
         assert drawn == expected
         assert none_slots == {index for index, (child, _) in enumerate(node.next_functions) if child is None}
         assert nodes[node_id]["op"] == type(node).__name__
@@ -148,10 +146,7 @@ sys.stdout.write(hashlib.sha256(page.encode()).hexdigest())
 
 def test_same_program_same_bytes():
     # Sequence numbers count every autograd node the process made, so each run gets a fresh process.
-    digests = {
-        subprocess.run([sys.executable, "-c", _PROGRAM], check=True, capture_output=True, text=True, timeout=120).stdout
-        for _ in range(2)
-    }
+    digests = {subprocess.run([sys.executable, "-c", _PROGRAM], check=True, capture_output=True, text=True, timeout=120).stdout for _ in range(2)}
     assert len(digests) == 1 and len(digests.pop()) == 64
 
 
@@ -260,7 +255,9 @@ def test_the_committed_bundle_is_built_from_the_sources(tmp_path):
 def test_the_wheel_carries_the_viewer_and_its_licences(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path)],
-        check=True, timeout=300, capture_output=True,
+        check=True,
+        timeout=300,
+        capture_output=True,
     )
     (wheel,) = tmp_path.glob("gradexport-*.whl")
     with zipfile.ZipFile(wheel) as archive:

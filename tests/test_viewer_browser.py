@@ -146,7 +146,9 @@ def module_children(graph: Any, path: str) -> set[str]:
     """What the graph model puts directly under module ``path``: its nodes, and its submodules that have nodes."""
     paths = {module for _, module in graph.nodes(data="module") if module is not None}
     prefix = "" if path == "" else path + "."
-    children = {f"module:{p[: len(prefix) + p[len(prefix):].find('.')] if '.' in p[len(prefix):] else p}" for p in paths if p != path and p.startswith(prefix)}
+    children = {
+        f"module:{p[: len(prefix) + p[len(prefix) :].find('.')] if '.' in p[len(prefix) :] else p}" for p in paths if p != path and p.startswith(prefix)
+    }
     return children | {node for node, module in graph.nodes(data="module") if module == path}
 
 

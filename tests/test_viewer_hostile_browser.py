@@ -45,7 +45,11 @@ def diff_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     gradexport.formats.write_json(model_graph(["a"]), folder / "after.json")  # the merged graph's classes are after's
     result = subprocess.run(
         [sys.executable, "-m", "gradexport", "diff", "before.json", "after.json", "-f", "html", "-o", "out"],
-        cwd=folder, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )
     assert result.returncode == 1, result.stderr  # they differ
     return folder / "out" / "diff.html"

@@ -78,19 +78,20 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
             grads = {name: p.grad.clone() for name, p in model.named_parameters()}
             before = {name: p.detach().clone() for name, p in model.named_parameters()}
             optimizer.step()
-            expected.append({
-                "norm": {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()},
-                "mean": {n: float(g.mean()) for n, g in grads.items()},
-                "mean_abs": {n: float(g.abs().mean()) for n, g in grads.items()},
-                "max_abs": {n: float(g.abs().max()) for n, g in grads.items()},
-                "nonfinite": {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()},
-                "update_ratio": {
-                    n: float(torch.linalg.vector_norm(p.detach() - before[n]) / torch.linalg.vector_norm(before[n]))
-                    for n, p in model.named_parameters()
-                },
-                "module": {n: math.sqrt(sum(float(torch.linalg.vector_norm(g)) ** 2 for g in gs)) for n, gs in seen.items()},
-                "calls": {n: len(gs) for n, gs in seen.items()},
-            })
+            expected.append(
+                {
+                    "norm": {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()},
+                    "mean": {n: float(g.mean()) for n, g in grads.items()},
+                    "mean_abs": {n: float(g.abs().mean()) for n, g in grads.items()},
+                    "max_abs": {n: float(g.abs().max()) for n, g in grads.items()},
+                    "nonfinite": {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()},
+                    "update_ratio": {
+                        n: float(torch.linalg.vector_norm(p.detach() - before[n]) / torch.linalg.vector_norm(before[n])) for n, p in model.named_parameters()
+                    },
+                    "module": {n: math.sqrt(sum(float(torch.linalg.vector_norm(g)) ** 2 for g in gs)) for n, gs in seen.items()},
+                    "calls": {n: len(gs) for n, gs in seen.items()},
+                }
+            )
     for handle in handles:
         handle.remove()
     history = load_watch(path)

@@ -15,7 +15,9 @@ from gradexport.formats.styles import GRAD_COLORS
 from gradexport.frontends.cli import main
 
 
-def watched_history(tmp_path: Path, per_step: list[dict[str, float]] | None = None, depth: int = 2, activation: type[nn.Module] = nn.Tanh) -> tuple[Path, dict[str, float]]:
+def watched_history(
+    tmp_path: Path, per_step: list[dict[str, float]] | None = None, depth: int = 2, activation: type[nn.Module] = nn.Tanh
+) -> tuple[Path, dict[str, float]]:
     torch.manual_seed(0)
     layers: list[nn.Module] = [nn.Linear(4, 8), activation()]
     for _ in range(depth - 1):

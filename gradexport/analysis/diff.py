@@ -67,9 +67,7 @@ from ..core.source import KeyedEdges, node_data, predecessors, successors
 __all__ = ["DIFF_STATES", "DiffSummary", "describe_diff", "diff_graphs", "differs"]
 
 #: Node attributes compared between matched nodes (when both graphs carry them).
-NODE_FIELDS = (
-    "op", "module", "special", "shape", "dtype", "device", "names", "num_next", "none_slots", "saved_bytes", "saved_bytes_shared"
-)
+NODE_FIELDS = ("op", "module", "special", "shape", "dtype", "device", "names", "num_next", "none_slots", "saved_bytes", "saved_bytes_shared")
 #: Edge attributes compared between matched edges (when both carry them).
 EDGE_FIELDS = ("input_nr", "shape", "dtype", "device")
 
@@ -137,9 +135,7 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> DiffSummary:
           n2 ExpBackward0
     """
     summary = graph.graph["diff"]
-    count = "; ".join(
-        f"{part}: " + ", ".join(f"{summary[part][state]} {state}" for state in DIFF_STATES) for part in ("nodes", "edges")
-    )
+    count = "; ".join(f"{part}: " + ", ".join(f"{summary[part][state]} {state}" for state in DIFF_STATES) for part in ("nodes", "edges"))
     lines = [count]
     in_region = set()
     for replacement in summary["replacements"]:
@@ -148,9 +144,7 @@ def describe_diff(graph: nx.MultiDiGraph, *, limit: int = 20) -> DiffSummary:
         ops = Counter(graph.nodes[node_id].get("op", graph.nodes[node_id]["kind"]) for node_id in region)
         what = ", ".join(f"{op} ×{count}" if count > 1 else op for op, count in ops.most_common())
         status = graph.nodes[replacement["node"]]["diff"]
-        lines.append(
-            printable(f"replaced: {replacement['node']} {replacement['op']} ({status}) stands for {len(region)} nodes: {what}")
-        )
+        lines.append(printable(f"replaced: {replacement['node']} {replacement['op']} ({status}) stands for {len(region)} nodes: {what}"))
     for state in ("changed", "added", "removed"):
         nodes = [node_id for node_id, data in graph.nodes(data=True) if data["diff"] == state and node_id not in in_region]
         nodes = [node_id for node_id in nodes if not graph.nodes[node_id].get("replaces")]
@@ -393,12 +387,7 @@ def _spread(
                 children_b = {(key, data.get("input_nr")): target for target, keyed_b in out_b[node_b].items() for key, data in keyed_b.items()}
             for key, data in keyed.items():
                 target_b = children_b.get((key, data.get("input_nr")))
-                if (
-                    target_b is not None
-                    and target_a not in matched
-                    and target_b not in taken
-                    and _token(graph_a, target_a) == _token(graph_b, target_b)
-                ):
+                if target_b is not None and target_a not in matched and target_b not in taken and _token(graph_a, target_a) == _token(graph_b, target_b):
                     pair(target_a, target_b)
         parents_a = _free_parents(graph_a, node_a, matched.keys())
         if not parents_a:
@@ -548,12 +537,7 @@ def _merge(graph_a: nx.MultiDiGraph, graph_b: nx.MultiDiGraph, matched: dict[str
 
 def _all_edges(adjacency: dict[str, KeyedEdges]) -> Iterable[tuple[str, str, int, dict[str, Any]]]:
     """``(source, target, key, attributes)`` in the order of ``graph.edges(keys=True, data=True)``, from ``_succ``."""
-    return (
-        (source, target, key, data)
-        for source, targets in adjacency.items()
-        for target, keyed in targets.items()
-        for key, data in keyed.items()
-    )
+    return ((source, target, key, data) for source, targets in adjacency.items() for target, keyed in targets.items() for key, data in keyed.items())
 
 
 def _count(states: Iterable[str]) -> dict[str, int]:
@@ -572,12 +556,7 @@ def _replacements(merged: nx.MultiDiGraph) -> list[dict[str, Any]]:
         other = opposite[data["diff"]]
         parents = [source for source in merged.predecessors(node_id) if merged.nodes[source]["diff"] in ("same", "changed")]
         region: list[str] = []
-        stack = [
-            target
-            for parent in parents
-            for _, target, edge in merged.out_edges(parent, data=True)
-            if edge["diff"] == other
-        ]
+        stack = [target for parent in parents for _, target, edge in merged.out_edges(parent, data=True) if edge["diff"] == other]
         while stack:
             current = stack.pop()
             if current in claimed or merged.nodes[current]["diff"] != other:

@@ -91,8 +91,7 @@ class SavedMemory:
         """A readable table; ``str(report)`` gives the same."""
         lines = [
             f"activations: saved tensors keep {_size(self.activations)} alive beyond the parameters and buffers",
-            f"  (they also hold {_size(self.parameters)} of parameters and {_size(self.buffers)} of buffers; "
-            f"{_size(self.total)} in distinct storages)",
+            f"  (they also hold {_size(self.parameters)} of parameters and {_size(self.buffers)} of buffers; {_size(self.total)} in distinct storages)",
         ]
         if self.nodes:
             lines.append("top nodes by activations (own + shared with an earlier node):")
@@ -126,8 +125,14 @@ class SavedMemory:
         nodes = html_table(
             ["node", "op", "module", "activations", "saved (own)", "shared"],
             [
-                [entry.node, entry.op, "" if entry.module is None else module_label(entry.module),
-                 _size(entry.activation_bytes), _size(entry.saved_bytes), _size(entry.shared_bytes)]
+                [
+                    entry.node,
+                    entry.op,
+                    "" if entry.module is None else module_label(entry.module),
+                    _size(entry.activation_bytes),
+                    _size(entry.saved_bytes),
+                    _size(entry.shared_bytes),
+                ]
                 for entry in self.nodes
             ],
         )
@@ -181,9 +186,7 @@ def saved_memory(
     if params is not None or module is not None:
         raise ArgumentValueError("saved_memory: params= and module= apply to roots; this graph is already built")
     if "saved_bytes" not in graph.graph:
-        raise ArgumentValueError(
-            "saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, show_saved=True)"
-        )
+        raise ArgumentValueError("saved_memory: the graph has no saved_bytes; build it with gradexport.to_networkx(roots, show_saved=True)")
     held = sorted(
         (
             (node_id, data["op"], data.get("module"), own, shared)

@@ -95,9 +95,7 @@ def _level(path: str) -> int:
 MAX_DEPTH = 10_000
 
 
-def collapse(
-    graph: nx.MultiDiGraph, depth: int | None = None, *, modules: str | Iterable[str] | None = None
-) -> nx.MultiDiGraph:
+def collapse(graph: nx.MultiDiGraph, depth: int | None = None, *, modules: str | Iterable[str] | None = None) -> nx.MultiDiGraph:
     """Fold modules into single nodes: open ``depth`` levels of modules, and fold the modules named in ``modules``.
 
     ``depth`` counts the levels opened, as torchview's ``depth`` does: at 0
@@ -144,9 +142,7 @@ def collapse(
         ['0', '0', '1']
     """
     if not isinstance(graph, nx.MultiDiGraph):
-        raise ArgumentTypeError(
-            f"collapse: graph must be a networkx.MultiDiGraph from gradexport.to_networkx, got {type(graph).__name__}"
-        )
+        raise ArgumentTypeError(f"collapse: graph must be a networkx.MultiDiGraph from gradexport.to_networkx, got {type(graph).__name__}")
     if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool)):
         raise ArgumentTypeError(f"collapse: depth must be an int (the levels of modules to open, 0 folds the whole model), got {_short_repr(depth)}")
     if depth is not None and not 0 <= depth <= MAX_DEPTH:
@@ -253,9 +249,7 @@ def _regroup(
     return result
 
 
-def _merge_edges(
-    graph: nx.MultiDiGraph, result: nx.MultiDiGraph, target_of: dict[Hashable, Hashable], groups: dict[Hashable, dict[str, Any]]
-) -> None:
+def _merge_edges(graph: nx.MultiDiGraph, result: nx.MultiDiGraph, target_of: dict[Hashable, Hashable], groups: dict[Hashable, dict[str, Any]]) -> None:
     merged: dict[tuple[Hashable, Hashable, Any, Any], dict[str, Any]] = {}
     for source, target, key, data in graph.edges(keys=True, data=True):
         new_source, new_target = target_of[source], target_of[target]
@@ -424,8 +418,7 @@ def fit(
     advice = (
         "even the model folded into one node is over budget: use only_reaching() or hide() first"
         if foldable
-        else "run the forward pass inside gradexport.capture_modules() and pass module=model so it can be collapsed, "
-        "or use only_reaching()/hide()"
+        else "run the forward pass inside gradexport.capture_modules() and pass module=model so it can be collapsed, or use only_reaching()/hide()"
     )
     raise GraphTooLargeError(
         f"graph has {graph.number_of_nodes()} nodes and {graph.number_of_edges()} edges, over the budget "

@@ -73,15 +73,28 @@ if TYPE_CHECKING:
     from model_explorer.graph_builder import GraphCollection
     from tqdm import tqdm
 
-__all__ = ["DEFAULT_FORMATS", "FORMATS", "GraphOrRoots", "as_graph", "prepare", "render", "to_dot", "to_html", "to_json", "to_mermaid", "to_model_explorer", "to_pydot", "to_svg", "write"]
+__all__ = [
+    "DEFAULT_FORMATS",
+    "FORMATS",
+    "GraphOrRoots",
+    "as_graph",
+    "prepare",
+    "render",
+    "to_dot",
+    "to_html",
+    "to_json",
+    "to_mermaid",
+    "to_model_explorer",
+    "to_pydot",
+    "to_svg",
+    "write",
+]
 
 #: What the functions of this module accept: a graph from `gradexport.to_networkx`, or roots.
 GraphOrRoots = nx.MultiDiGraph | Roots
 
 
-def with_steps(
-    graph_or_roots: GraphOrRoots | Replay, keywords: ExportKeywords, *, formats: Sequence[str], caller: str
-) -> tuple[GraphOrRoots, ExportKeywords]:
+def with_steps(graph_or_roots: GraphOrRoots | Replay, keywords: ExportKeywords, *, formats: Sequence[str], caller: str) -> tuple[GraphOrRoots, ExportKeywords]:
     """A replay record, or roots with ``steps=True``, as a graph that carries its steps for the html writer.
 
     A record gives a copy of its graph with `step_data` as the graph
@@ -107,13 +120,10 @@ def with_steps(
     else:
         if keywords.get("edge_metadata"):
             raise ArgumentTypeError(
-                f"gradexport.{caller}: edge_metadata does not combine with steps=True: the page's steps carry every "
-                "gradient's shape and dtype already"
+                f"gradexport.{caller}: edge_metadata does not combine with steps=True: the page's steps carry every gradient's shape and dtype already"
             )
         keywords.pop("edge_metadata", None)
-        record = replay_keeping_grads(
-            graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}"
-        )
+        record = replay_keeping_grads(graph_or_roots, params=keywords.pop("params", None), module=keywords.pop("module", None), caller=f"gradexport.{caller}")
     keywords.pop("steps", None)
     graph = record.graph.copy()
     graph.graph[STEPS_ATTRIBUTE] = step_data(record)
@@ -178,7 +188,9 @@ def _warn_without_shapes(graph: nx.MultiDiGraph, caller: str) -> None:
         )
 
 
-def as_graph(graph_or_roots: GraphOrRoots, formats: Sequence[str] = ("dot",), *, caller: str = "as_graph", **options: Unpack[ExportKeywords]) -> tuple[nx.MultiDiGraph, ExportOptions]:
+def as_graph(
+    graph_or_roots: GraphOrRoots, formats: Sequence[str] = ("dot",), *, caller: str = "as_graph", **options: Unpack[ExportKeywords]
+) -> tuple[nx.MultiDiGraph, ExportOptions]:
     """The whole graph of roots or a graph, folded as asked, with the options read for ``formats``.
 
     Examples:
@@ -267,9 +279,7 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     return _text("json", graph_or_roots, options)
 
 
-def to_html(
-    graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str | None = None, **options: Unpack[ExportKeywords]
-) -> str:
+def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
     """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
@@ -352,9 +362,7 @@ def to_model_explorer(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeyw
         return model_explorer.to_model_explorer(source, export_options.diagram)
 
 
-def _per_format(
-    graph_or_roots: GraphOrRoots | Replay, names: Sequence[str], options: ExportKeywords, *, caller: str
-) -> tuple[Source, Source, ExportOptions]:
+def _per_format(graph_or_roots: GraphOrRoots | Replay, names: Sequence[str], options: ExportKeywords, *, caller: str) -> tuple[Source, Source, ExportOptions]:
     """`prepare` after `with_steps`: the source for the html page, the one for every other format, and the options.
 
     Only the html page takes a replay's steps; every other format draws the record's graph as it is.
@@ -488,4 +496,3 @@ def _progress_bar(progress: bool | tqdm, total: int) -> Iterator[tqdm]:
     # delay: nothing appears for graphs written in under half a second.
     with tqdm(total=total, unit="file", file=sys.stderr, delay=0.5, leave=False, disable=not progress) as bar:
         yield bar
-

@@ -129,9 +129,7 @@ def _small_summary(tensor: torch.Tensor, values: Any, flat: list[float], *, valu
     return summary
 
 
-def _summary(
-    tensor: torch.Tensor, norm: float, low: float | None, high: float | None, has_nan: bool, has_inf: bool
-) -> dict[str, Any]:
+def _summary(tensor: torch.Tensor, norm: float, low: float | None, high: float | None, has_nan: bool, has_inf: bool) -> dict[str, Any]:
     return {
         "shape": list(tensor.shape),
         "dtype": type_name(tensor.dtype),

@@ -226,9 +226,7 @@ class NonfiniteReport:
         if first is None:
             lines.append(f"backward: every gradient was finite ({self.nodes_run} nodes ran)")
         else:
-            lines.append(
-                f"non-finite gradient: first at {_label(first)}, node {first.exec_order} of {self.nodes_run} the engine ran"
-            )
+            lines.append(f"non-finite gradient: first at {_label(first)}, node {first.exec_order} of {self.nodes_run} the engine ran")
             lines += _origin_lines(first, "  ", traceback=self.forward_origin is None)
         if len(self.origins) > 1:
             lines.append(f"{len(self.origins) - 1} more node(s) went non-finite on their own in the same pass, in execution order:")
@@ -240,8 +238,7 @@ class NonfiniteReport:
         lines += self._forward_lines()
         if self.hidden_parameters:
             lines.append(
-                f"{len(self.hidden_parameters)} parameter(s) got a non-finite .grad by a path the graph does not show: "
-                + _some(self.hidden_parameters)
+                f"{len(self.hidden_parameters)} parameter(s) got a non-finite .grad by a path the graph does not show: " + _some(self.hidden_parameters)
             )
         for region in self.regions:
             owned = f"; it hid the path to {_some(region.parameters)}" if region.parameters else ""
@@ -327,9 +324,7 @@ def find_nonfinite(
     return _find(roots, grad_outputs, params, module)[0]
 
 
-def _find(
-    roots: Roots, grad_outputs: GradOutputs, params: Params | None, module: torch.nn.Module | None
-) -> tuple[NonfiniteReport | None, int]:
+def _find(roots: Roots, grad_outputs: GradOutputs, params: Params | None, module: torch.nn.Module | None) -> tuple[NonfiniteReport | None, int]:
     """The report (or ``None``) and the number of nodes the engine ran."""
     result = trace(roots, params=params, module=module, caller="find_nonfinite")
     graph = result.graph
@@ -370,17 +365,11 @@ def _find(
         if found is not None:
             cause, gradients = found
             origins.append((node_id, cause, gradients))
-    bad_roots = tuple(
-        (root.name, nonfinite_values(root.tensor)) for root in result.roots if root.tensor is not None and _is_nonfinite(root.tensor)
-    )
+    bad_roots = tuple((root.name, nonfinite_values(root.tensor)) for root in result.roots if root.tensor is not None and _is_nonfinite(root.tensor))
     _mark(graph, order, received, sent, [node_id for node_id, _, _ in origins])
     leaves = [(node_id, data) for node_id, data in graph.nodes(data=True) if data["kind"] == "leaf" and "exec_order" in data]
     in_graph = _leaf_names(leaf for leaf in leaves if leaf[1].get("nonfinite") == "reached")
-    hidden = tuple(
-        name
-        for name, tensor in named
-        if id(tensor) not in already and name not in in_graph and _is_nonfinite(tensor.grad)
-    )
+    hidden = tuple(name for name, tensor in named if id(tensor) not in already and name not in in_graph and _is_nonfinite(tensor.grad))
     if not origins and not bad_roots and not hidden:
         return None, len(order)
     check = check_of([*(root.node for root in result.roots), *result.ids])
@@ -453,9 +442,7 @@ def _regions(
     )
 
 
-def _named_origin(
-    origin: ForwardOrigin, result: Trace, named: list[tuple[str, torch.Tensor]], module: torch.nn.Module | None
-) -> ForwardOrigin:
+def _named_origin(origin: ForwardOrigin, result: Trace, named: list[tuple[str, torch.Tensor]], module: torch.nn.Module | None) -> ForwardOrigin:
     """The forward origin with its module's qualified name, its node's graph id and its parameters' names."""
     names = {id(tensor): name for name, tensor in named}
     module_name = None
@@ -465,9 +452,7 @@ def _named_origin(
         origin,
         module=module_name,
         node=result.ids.get(origin.grad_fn) if origin.grad_fn is not None else None,
-        inputs=tuple(
-            replace(item, name=names.get(id(item.leaf))) if item.leaf is not None else item for item in origin.inputs
-        ),
+        inputs=tuple(replace(item, name=names.get(id(item.leaf))) if item.leaf is not None else item for item in origin.inputs),
     )
 
 
@@ -556,11 +541,7 @@ def _origin(
         return ("output", gradients) if gradients else None
     unexplained = []
     for slot, gradient in bad_inputs.items():
-        arriving = [
-            (source, node_id, key)
-            for source, _, key, data in graph.in_edges(node_id, keys=True, data=True)
-            if data.get("input_nr") == slot
-        ]
+        arriving = [(source, node_id, key) for source, _, key, data in graph.in_edges(node_id, keys=True, data=True) if data.get("input_nr") == slot]
         # A root's start gradient is not a node's output: when it is the culprit, this node is the origin.
         if not any(key in sent.get(source, {}) for source, _, key in arriving):
             unexplained.append(_with_edges(gradient, arriving))
@@ -659,9 +640,7 @@ def _origin_lines(origin: NonfiniteOrigin, indent: str, *, traceback: bool = Tru
         if origin.traceback is None and origin.source is not None:
             pass  # the line above says where, without anomaly mode
         elif origin.traceback is None:
-            lines.append(
-                f"{indent}forward traceback: not recorded; run the forward under torch.autograd.set_detect_anomaly(True)"
-            )
+            lines.append(f"{indent}forward traceback: not recorded; run the forward under torch.autograd.set_detect_anomaly(True)")
         else:
             frames = _user_frames(origin.traceback)
             lines.append(f"{indent}forward traceback (anomaly mode; the last {len(frames)} frames outside torch, gradexport and Python's standard library):")

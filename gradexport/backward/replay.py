@@ -191,10 +191,7 @@ def _replay(roots: Roots, grad_outputs: GradOutputs, params: Params | None, modu
     with torch.no_grad():
         for start in starts:
             deliver(ids[start.root.node], start.input_nr, start.grad)
-        steps = [
-            _run_step(node_id, nodes[node_id], ops[node_id], buffers.pop(node_id, None), ids, deliver)
-            for node_id in _engine_order(starts, ids)
-        ]
+        steps = [_run_step(node_id, nodes[node_id], ops[node_id], buffers.pop(node_id, None), ids, deliver) for node_id in _engine_order(starts, ids)]
     for position, step in enumerate(steps, start=1):  # the replay's own order, stored as record_gradients stores the engine's
         attributes[step.node]["exec_order"] = position
     return Replay(
@@ -207,6 +204,7 @@ def _replay(roots: Roots, grad_outputs: GradOutputs, params: Params | None, modu
 
 
 # ---------------------------------------------------------------- internals
+
 
 def _check_replayable(node_id: str, node: Node, op: str) -> None:
     if op in _ERROR_OPS:
@@ -290,7 +288,7 @@ def _apply_python_node(
     else:
         results = _as_tuple(node.apply(*args))
     needs = node.needs_input_grad
-    if len(results) > len(needs) and all(grad is None for grad in results[len(needs):]):
+    if len(results) > len(needs) and all(grad is None for grad in results[len(needs) :]):
         results = results[: len(needs)]
     if len(results) != len(needs):
         raise ReplayError(node_id, op, f"backward returned {len(results)} gradients for {len(needs)} forward inputs")
@@ -299,9 +297,7 @@ def _apply_python_node(
     wanted = [grad for grad, needed in zip(results, needs, strict=True) if needed]
     positions = [index for index, (child, _) in enumerate(node.next_functions) if child is not None]
     if len(wanted) != len(positions):
-        raise ReplayError(
-            node_id, op, f"{len(wanted)} inputs need a gradient but {len(positions)} next_functions are set"
-        )
+        raise ReplayError(node_id, op, f"{len(wanted)} inputs need a gradient but {len(positions)} next_functions are set")
     mapped: list[torch.Tensor | None] = [None] * len(node.next_functions)
     for position, grad in zip(positions, wanted, strict=True):
         mapped[position] = grad
@@ -330,9 +326,7 @@ def _fit_to_slot(node_id: str, op: str, position: int, grad: torch.Tensor, meta:
         try:
             grad = grad.sum_to_size(shape)
         except RuntimeError as error:
-            raise ReplayError(
-                node_id, op, f"output {position} has shape {list(grad.shape)}, not reducible to {list(shape)}"
-            ) from error
+            raise ReplayError(node_id, op, f"output {position} has shape {list(grad.shape)}, not reducible to {list(shape)}") from error
     if grad.is_complex() and not dtype.is_complex:
         raise ReplayError(node_id, op, f"output {position} is complex ({grad.dtype}) but flows into a real {dtype} slot")
     if grad.dtype != dtype:

@@ -162,10 +162,7 @@ class Replay:
         else:
             path = ""
         roots = len({start.name for start in self.starts})
-        return (
-            f"Replay({_count(len(self.steps), 'step')} from {_count(roots, 'root')}{path}; "
-            f"grads: {_some(list(self.grads), _REPR_NAMES)})"
-        )
+        return f"Replay({_count(len(self.steps), 'step')} from {_count(roots, 'root')}{path}; grads: {_some(list(self.grads), _REPR_NAMES)})"
 
     def _repr_html_(self, *, max_steps: int = 200, precision: int = 4, max_values: int = 16) -> str:
         """An HTML table of the steps for Jupyter: per step its node, op, leaf names and the gradients in and out.
@@ -209,8 +206,7 @@ class Replay:
         left_out = len(self.steps) - max_steps
         note = f"<p>{left_out} more steps; <code>print(replay)</code> shows them all.</p>" if left_out > 0 else ""
         grads = "".join(
-            f"<tr><td>{html.escape(name)}</td>" + cell(_tensor_lines("", grad, precision, max_values, indent="")) + "</tr>"
-            for name, grad in self.grads.items()
+            f"<tr><td>{html.escape(name)}</td>" + cell(_tensor_lines("", grad, precision, max_values, indent="")) + "</tr>" for name, grad in self.grads.items()
         )
         return (
             f"<p><b>{html.escape(repr(self))}</b></p>"
@@ -233,18 +229,14 @@ class Replay:
 
         return {
             "roots": [dict(record) for record in self.graph.graph["roots"]],
-            "starts": [
-                {"name": start.name, "node": start.node, "input_nr": start.input_nr, "grad": summary(start.grad)}
-                for start in self.starts
-            ],
+            "starts": [{"name": start.name, "node": start.node, "input_nr": start.input_nr, "grad": summary(start.grad)} for start in self.starts],
             "steps": [
                 {
                     "node": step.node,
                     "op": step.op,
                     "inputs": [summary(grad) for grad in step.inputs],
                     "outputs": [
-                        None if target is None else {"to": list(target), "grad": summary(grad)}
-                        for grad, target in zip(step.outputs, step.targets, strict=True)
+                        None if target is None else {"to": list(target), "grad": summary(grad)} for grad, target in zip(step.outputs, step.targets, strict=True)
                     ],
                 }
                 for step in self.steps

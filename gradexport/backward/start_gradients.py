@@ -92,7 +92,6 @@ def start_gradients(roots: list[Root], grad_outputs: GradOutputs, *, caller: str
     return starts
 
 
-
 def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: str) -> list[Any]:
     names = [root.name for root in roots]
     if grad_outputs is None:
@@ -100,8 +99,7 @@ def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: st
     if isinstance(grad_outputs, torch.Tensor):
         if len(roots) != 1:
             raise ArgumentValueError(
-                f"{caller}: grad_outputs is one tensor but there are {len(roots)} roots {names}; "
-                "pass a sequence in root order or a mapping by root name"
+                f"{caller}: grad_outputs is one tensor but there are {len(roots)} roots {names}; pass a sequence in root order or a mapping by root name"
             )
         return [grad_outputs]
     if isinstance(grad_outputs, Mapping):
@@ -112,14 +110,9 @@ def _match_grad_outputs(roots: list[Root], grad_outputs: GradOutputs, caller: st
         return [by_name.get(name) for name in names]
     if isinstance(grad_outputs, Sequence) and not isinstance(grad_outputs, (str, bytes)):
         if len(grad_outputs) != len(roots):
-            raise ArgumentValueError(
-                f"{caller}: {len(grad_outputs)} grad_outputs for {len(roots)} roots {names}; "
-                "give one per root (None for ones)"
-            )
+            raise ArgumentValueError(f"{caller}: {len(grad_outputs)} grad_outputs for {len(roots)} roots {names}; give one per root (None for ones)")
         return list(grad_outputs)
-    raise ArgumentTypeError(
-        f"{caller}: grad_outputs must be None, a tensor, a sequence or a mapping, not {type(grad_outputs).__name__}"
-    )
+    raise ArgumentTypeError(f"{caller}: grad_outputs must be None, a tensor, a sequence or a mapping, not {type(grad_outputs).__name__}")
 
 
 def _node_root_grads(root: Root, given: Any, caller: str) -> list[Any]:

@@ -208,6 +208,8 @@ class InPlaceError(GradexportError, RuntimeError):
         self.tensor = tensor
         self.saved_version = saved_version
         self.version = version
+
+
 class StepsUnavailableError(GradexportError, RuntimeError):
     """``steps=True`` cannot replay these roots without changing the user's state."""
 
@@ -284,9 +286,10 @@ class DeepGraphWarning(GradexportWarning, RuntimeWarning):
 
 class StructureChangedWarning(GradexportWarning):
     """A model under `gradexport.watch` called other modules than at the last traced step; its graph is traced again."""
+
+
 class GraphvizSizeWarning(GradexportWarning):
     """Graphviz may take minutes on a graph this large (or a picture was folded so that it does not); the message says what to do."""
-
 
 
 class GraphvizWarning(GradexportWarning, RuntimeWarning):

@@ -25,6 +25,4 @@ def import_extra(module: str, extra: str, caller: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise ExtraNotInstalledError(
-            f"{caller}: needs {module} ({error}); install the extra: pip install 'gradexport[{extra}]'"
-        ) from error
+        raise ExtraNotInstalledError(f"{caller}: needs {module} ({error}); install the extra: pip install 'gradexport[{extra}]'") from error

@@ -48,6 +48,7 @@ def in_module(name: str | None) -> str:
         return ""
     return f" in module {name!r}" if name else " in the model"
 
+
 # Control characters (ANSI escape sequences start with one), line and paragraph
 # separators, lone surrogates and the noncharacters U+FFFE/U+FFFF would break a
 # report or label line, a UTF-8 stream or an SVG's XML, so they are shown as escapes.

@@ -61,6 +61,7 @@ KeyedEdges = dict[Any, dict[Any, dict[str, Any]]]
 #: One node: its id, its attribute dict and its out-edges ``{target: {key: attributes}}``.
 Adjacency = tuple[Any, dict[str, Any], KeyedEdges]
 
+
 class AdjacencyStream(Protocol):
     """A one-pass stream of `Adjacency` records with the graph attributes at its end.
 

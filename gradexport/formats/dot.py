@@ -178,7 +178,7 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
             if parent is not None:
                 yield f'  {{rank="same"; "{parent}"; "{leaf}";}}'
     if any(look.color in GRAD_COLORS for look in edge_texts):
-        yield f"  label={_grad_legend()}; labelloc=\"b\"; labeljust=\"l\"; fontsize=\"11\";"
+        yield f'  label={_grad_legend()}; labelloc="b"; labeljust="l"; fontsize="11";'
     yield "}"
 
 

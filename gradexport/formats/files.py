@@ -205,9 +205,7 @@ class StagedFiles:
     def __enter__(self) -> StagedFiles:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None) -> None:
         try:
             for file, _, _ in self._staged:
                 file.close()

@@ -103,8 +103,7 @@ def viewer_bundle() -> str:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as error:
         raise MissingFileError(
-            f"the viewer's script {path} is missing from this installation of gradexport; "
-            "in a source checkout, build it with `npm ci && npm run build-viewer`"
+            f"the viewer's script {path} is missing from this installation of gradexport; in a source checkout, build it with `npm ci && npm run build-viewer`"
         ) from error
     if "</script" in text.lower() or "<!--" in text:
         raise GradexportError(f"{path} contains '</script' or '<!--' and cannot be inlined in a page; rebuild it")
@@ -139,7 +138,7 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
         '<meta name="generator" content="gradexport">\n'
         f"<title>{html.escape(printable(name))}</title>\n</head>\n<body>\n"
         '<div id="gradexport-viewer"></div>\n'
-        '<noscript>This page draws the autograd graph with JavaScript, which is turned off.</noscript>\n'
+        "<noscript>This page draws the autograd graph with JavaScript, which is turned off.</noscript>\n"
         '<script type="application/json" id="gradexport-data">'
     )
     yield from _data_chunks(data)

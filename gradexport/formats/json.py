@@ -430,8 +430,16 @@ def _is_values(value: Any) -> bool:
 
 _SHAPE = _ListOf(_Index)
 _GRADIENT = _Record(
-    {"shape": _SHAPE, "dtype": str, "norm": _Number, "min": (_Number, type(None)), "max": (_Number, type(None)),
-     "has_nan": bool, "has_inf": bool, "values": _Values}
+    {
+        "shape": _SHAPE,
+        "dtype": str,
+        "norm": _Number,
+        "min": (_Number, type(None)),
+        "max": (_Number, type(None)),
+        "has_nan": bool,
+        "has_inf": bool,
+        "values": _Values,
+    }
 )
 _TENSOR_FIELDS = {"shape": _SHAPE, "dtype": str, "device": str}
 #: The documented attributes (gradexport.tracing.graph, .flow, .simplify) and their JSON types.

@@ -246,9 +246,7 @@ def to_mermaid(graph: GraphSource, options: DiagramOptions | None = None) -> str
     return rendered.text
 
 
-def write_mermaid(
-    graph: GraphSource, path: TextOutput, options: DiagramOptions | None = None
-) -> None:
+def write_mermaid(graph: GraphSource, path: TextOutput, options: DiagramOptions | None = None) -> None:
     """Write the Mermaid text of ``graph`` to an open text file, or atomically to a path."""
     with text_output(path) as file:
         file.writelines(line + "\n" for line in generate_mermaid(graph, options))

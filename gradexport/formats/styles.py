@@ -23,7 +23,21 @@ from typing import Any, NamedTuple
 
 from ..core.source import Source
 
-__all__ = ["FONT", "GRAD_BAD_COLOR", "GRAD_BOUNDS", "GRAD_COLORS", "GRAD_COLORS_DARK", "MARK_COLORS", "MARK_STYLES", "NODE_STYLES", "STYLES", "GradScale", "NodeStyle", "grad_legend", "is_bad"]
+__all__ = [
+    "FONT",
+    "GRAD_BAD_COLOR",
+    "GRAD_BOUNDS",
+    "GRAD_COLORS",
+    "GRAD_COLORS_DARK",
+    "MARK_COLORS",
+    "MARK_STYLES",
+    "NODE_STYLES",
+    "STYLES",
+    "GradScale",
+    "NodeStyle",
+    "grad_legend",
+    "is_bad",
+]
 
 #: A font whose metrics Graphviz knows without a font library (``monospace`` warns).
 FONT = "Helvetica"

@@ -63,9 +63,7 @@ def find_graphviz(prog: str | os.PathLike[str] | None = None) -> str:
         found = _which(os.fspath(chosen))
         if found is None:
             origin = "prog" if prog is not None else ENV_VAR
-            raise GraphvizNotFoundError(
-                f"Graphviz program {os.fspath(chosen)!r} (from {origin}) was not found or is not executable"
-            )
+            raise GraphvizNotFoundError(f"Graphviz program {os.fspath(chosen)!r} (from {origin}) was not found or is not executable")
         return found
     for name in _DEFAULT_PROGRAMS:
         found = _which(name)
@@ -99,9 +97,7 @@ def render_svg(dot_text: str, prog: str | os.PathLike[str] | None = None, timeou
     nodes = count_nodes(dot_text)
     if nodes > GRAPHVIZ_SLOW_NODES:
         warnings.warn(
-            GraphvizSizeWarning(
-                f"Graphviz may take minutes to lay out {nodes:,} nodes (it slows sharply past {GRAPHVIZ_SLOW_NODES:,}); {size_advice()}"
-            ),
+            GraphvizSizeWarning(f"Graphviz may take minutes to lay out {nodes:,} nodes (it slows sharply past {GRAPHVIZ_SLOW_NODES:,}); {size_advice()}"),
             stacklevel=3,
         )
     # Piping the text to the program directly: pydot's create() would first
@@ -164,9 +160,7 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def to_svg(
-    graph: GraphSource, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None, timeout: float | None = None
-) -> str:
+def to_svg(graph: GraphSource, options: DiagramOptions | None = None, prog: str | os.PathLike[str] | None = None, timeout: float | None = None) -> str:
     """The SVG text of ``graph``, rendered from `gradexport.formats.dot.to_dot` (see `render_svg`)."""
     return render_svg(to_dot(graph, options), prog, timeout)
 

@@ -298,9 +298,7 @@ def _port(host: str, port: int | None) -> int:
     return port
 
 
-def _serve(
-    model_explorer: Any, config: Any, folder: str | None, host: str, port: int, open_browser: bool, block: bool, visualize: Mapping[str, Any]
-) -> str:
+def _serve(model_explorer: Any, config: Any, folder: str | None, host: str, port: int, open_browser: bool, block: bool, visualize: Mapping[str, Any]) -> str:
     """Serve ``config`` as `serve_model_explorer` documents it; ``folder`` is removed when the server stops."""
     _offline(model_explorer)
     _install_guard(model_explorer)

@@ -220,9 +220,7 @@ def trace(
         >>> result.ids[loss.grad_fn]
         'n1'
     """
-    stream = GraphStream(
-        roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, caller=caller
-    )
+    stream = GraphStream(roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, caller=caller)
     return Trace(stream.to_networkx(), stream.ids, stream.roots)
 
 
@@ -627,9 +625,7 @@ class GraphStream:
 
         ``storages``: `saved_storages` of ``node``, where the caller has them already.
         """
-        attributes["saved_bytes"], attributes["saved_bytes_shared"] = self.tally.count(
-            self.ids[node], saved_storages(node) if storages is None else storages
-        )
+        attributes["saved_bytes"], attributes["saved_bytes_shared"] = self.tally.count(self.ids[node], saved_storages(node) if storages is None else storages)
 
     def none_node(self) -> str:
         """A new ``kind="none"`` node, queued so that it keeps its place in id order."""

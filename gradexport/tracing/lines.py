@@ -79,6 +79,7 @@ _INTERNAL_ROOTS = (
 )
 _internal_code: dict[CodeType, bool] = {}
 
+
 class Cut(NamedTuple):
     """A call inside `capture_source` whose tensor inputs needed a gradient and whose result needs none.
 
@@ -348,7 +349,7 @@ def _line_text(filename: str, line: int) -> str:
 
 def _shown_path(filename: str, cwd: str) -> str:
     if filename.startswith(cwd):
-        return filename[len(cwd):]
+        return filename[len(cwd) :]
     return filename
 
 

@@ -124,15 +124,9 @@ def collect_roots(roots: Roots, *, caller: str = "gradexport") -> list[Root]:
                 "or GradientEdge; pass the tensor (or a tuple/list/dict of tensors) whose graph you want"
             )
         if not items:
-            raise RootError(
-                f"{caller}: root {path!r} is an empty {type(value).__name__}; "
-                "pass at least one tensor that requires grad"
-            )
+            raise RootError(f"{caller}: root {path!r} is an empty {type(value).__name__}; pass at least one tensor that requires grad")
         if id(value) in open_collections:
-            raise RootError(
-                f"{caller}: root {path!r} (roots{place}) is a {type(value).__name__} that contains itself; "
-                "pass a collection without cycles"
-            )
+            raise RootError(f"{caller}: root {path!r} (roots{place}) is a {type(value).__name__} that contains itself; pass a collection without cycles")
         open_collections.add(id(value))
         pending.append((None, None, id(value)))
         prefix = "" if path == "output" else path + "."

@@ -36,7 +36,19 @@ from ._torch import (
 from .tensors import tensor_meta, type_name
 
 # signed, tensor_meta and type_name have lived here since the first release; they stay importable.
-__all__ = ["SavedTally", "StorageKey", "add_storage", "may_hold_storages", "saved_storages", "signed", "storage_key", "summarize_and_count", "summarize_saved", "tensor_meta", "type_name"]
+__all__ = [
+    "SavedTally",
+    "StorageKey",
+    "add_storage",
+    "may_hold_storages",
+    "saved_storages",
+    "signed",
+    "storage_key",
+    "summarize_and_count",
+    "summarize_saved",
+    "tensor_meta",
+    "type_name",
+]
 
 
 def summarize_saved(node: Node) -> dict[str, Any]:

@@ -37,16 +37,15 @@ DIFF_VALUES = {"same": 0, "changed": 1, "added": 2, "removed": 3}
 #: What `mark_node_data` can show, by name (each needs the node attribute of the same name).
 MARK_METRICS = {
     "exec_order": "the position in which the engine ran the node (1 first); roots and nodes that did not run have none",
-    "saved_bytes": "bytes of the storages the node's saved tensors are first to keep alive "
-    "(each storage counted once, so a layer's sum is its memory)",
-    "saved_bytes_held": "bytes of every storage the node's saved tensors keep alive, "
-    "shared ones included (saved_bytes + saved_bytes_shared)",
+    "saved_bytes": "bytes of the storages the node's saved tensors are first to keep alive (each storage counted once, so a layer's sum is its memory)",
+    "saved_bytes_held": "bytes of every storage the node's saved tensors keep alive, shared ones included (saved_bytes + saved_bytes_shared)",
     "nonfinite": "2 where a NaN or Inf gradient started (origin), 1 where one reached, 0 elsewhere (NONFINITE_VALUES)",
     "diff": "0 same, 1 changed, 2 added, 3 removed (DIFF_VALUES)",
 }
 
 #: The node attribute each mark metric reads.
 _MARK_ATTRIBUTE = {"saved_bytes_held": "saved_bytes"}
+
 
 def _received(source: GraphSource) -> dict[str, list[Mapping[str, Any]]]:
     """The ``grad`` records that reached each node (a root: the one it started with)."""
@@ -63,8 +62,10 @@ def _received(source: GraphSource) -> dict[str, list[Mapping[str, Any]]]:
                         received.setdefault(node_id, []).append(grad)
     return received
 
+
 def _finite_norm(grad: Mapping[str, Any]) -> float | None:
     return None if "norm" not in grad or is_bad(grad) else float(grad["norm"])
+
 
 def _colour_scale(node_data: Any) -> dict[str, list[Any]]:
     """The blue scale of the gradient edges, smallest value to largest."""
@@ -76,20 +77,16 @@ def _colour_scale(node_data: Any) -> dict[str, list[Any]]:
         ]
     }
 
+
 def _classes(node_data: Any, colours: Mapping[int, tuple[str, str | None]]) -> dict[str, list[Any]]:
     """One colour per value (``{value: (background, text)}``), as thresholds."""
-    return {
-        "thresholds": [
-            node_data.ThresholdItem(value=value, bgColor=background, textColor=text)
-            for value, (background, text) in sorted(colours.items())
-        ]
-    }
+    return {"thresholds": [node_data.ThresholdItem(value=value, bgColor=background, textColor=text) for value, (background, text) in sorted(colours.items())]}
+
 
 def _model_node_data(node_data: Any, graph_id: str, name: str, results: Mapping[str, float], colours: Mapping[str, Any]) -> ModelNodeData:
-    graph_data = node_data.GraphNodeData(
-        results={node: node_data.NodeDataResult(value=value) for node, value in results.items()}, name=name, **colours
-    )
+    graph_data = node_data.GraphNodeData(results={node: node_data.NodeDataResult(value=value) for node, value in results.items()}, name=name, **colours)
     return node_data.ModelNodeData(graphsData={graph_id: graph_data})
+
 
 def gradient_node_data(source: GraphSource, metric: str = "log10_norm", *, graph_id: str = GRAPH_ID) -> ModelNodeData:
     """Model Explorer node data from the ``grad`` records of `gradexport.record_gradients`.
@@ -131,10 +128,9 @@ def gradient_node_data(source: GraphSource, metric: str = "log10_norm", *, graph
     model_explorer_package()
     received = _received(source)
     if not received:
-        raise ArgumentValueError(
-            "the graph has no gradient records: build it with gradexport.record_gradients to show gradients"
-        )
+        raise ArgumentValueError("the graph has no gradient records: build it with gradexport.record_gradients to show gradients")
     return _gradient_node_data(received, metric, graph_id)
+
 
 def _gradient_node_data(received: Mapping[str, list[Mapping[str, Any]]], metric: str, graph_id: str) -> ModelNodeData:
     node_data = model_explorer_package().node_data_builder
@@ -157,6 +153,7 @@ def _gradient_node_data(received: Mapping[str, list[Mapping[str, Any]]], metric:
         colours = _colour_scale(node_data)
     return _model_node_data(node_data, graph_id, f"gradient {metric}", results, colours)
 
+
 def _mark_value(metric: str, attributes: Mapping[str, Any]) -> float | None:
     """A node's value in a mark metric, ``None`` for none."""
     if metric == "nonfinite":
@@ -171,6 +168,7 @@ def _mark_value(metric: str, attributes: Mapping[str, Any]) -> float | None:
         value += shared if type(shared) is int else 0
     return value
 
+
 def _mark_colours(node_data: Any, metric: str) -> dict[str, list[Any]]:
     if metric == "nonfinite":
         origin = MARK_STYLES["nonfinite"]
@@ -182,6 +180,7 @@ def _mark_colours(node_data: Any, metric: str) -> dict[str, list[Any]]:
             {DIFF_VALUES[state]: (same.fill if state == "same" else MARK_STYLES[state].fill, None) for state in DIFF_VALUES},
         )
     return _colour_scale(node_data)
+
 
 def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID) -> ModelNodeData:
     """Model Explorer node data from a mark of the graph model (see `MARK_METRICS`).
@@ -234,6 +233,7 @@ def mark_node_data(source: GraphSource, metric: str, *, graph_id: str = GRAPH_ID
         raise ArgumentValueError(f"no node has the attribute {attribute!r}: {MARK_METRICS[metric]} needs it ({_MAKERS[metric]})")
     return _model_node_data(node_data, graph_id, metric, results, _mark_colours(node_data, metric))
 
+
 #: What puts each mark on a graph, for the error of a graph without it.
 _MAKERS = {
     "exec_order": "gradexport.record_gradients, replay or find_nonfinite",
@@ -245,6 +245,7 @@ _MAKERS = {
 
 #: The order `node_data_for` adds metrics in: Model Explorer shows the last one added.
 _SHOWN_LAST = ("exec_order", "saved_bytes_held", "saved_bytes", "nonfinite", "diff")
+
 
 def node_data_for(graph: nx.MultiDiGraph, *, graph_id: str = GRAPH_ID) -> dict[str, ModelNodeData]:
     """Every node data that ``graph`` can give, by name, the most telling last.

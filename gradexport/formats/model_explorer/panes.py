@@ -47,9 +47,11 @@ def diff_panes(merged: nx.MultiDiGraph, a: nx.MultiDiGraph, b: nx.MultiDiGraph) 
     """
     return _pane(merged, a, "a_id", "added"), _pane(merged, b, "b_id", "removed")
 
+
 _NODE_MARKS = ("diff", "changes", "a_id", "b_id", "replaces", "replaced_by")
 
 _EDGE_MARKS = ("diff", "changes")
+
 
 def _pane(merged: nx.MultiDiGraph, side: nx.MultiDiGraph, id_key: str, other_only: str) -> nx.MultiDiGraph:
     import networkx as nx

@@ -26,13 +26,12 @@ DESCRIPTION = (
     "(gradexport.tools.unreached), 0 with one line when every one is reached."
 )
 
+
 def main(argv: Sequence[str]) -> int:
     parser = subparser("check", DESCRIPTION)
     parser.add_argument("--strict", action="store_true", help="exit 1 also when every non-finite gradient was absorbed")
     add_traceback(parser)
-    parser.add_argument(
-        "--unused", action="store_true", help="name the trainable parameters that get no gradient, and why (no backward is run)"
-    )
+    parser.add_argument("--unused", action="store_true", help="name the trainable parameters that get no gradient, and why (no backward is run)")
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args

@@ -21,15 +21,14 @@ DESCRIPTION = (
     "A and B are JSON files written by gradexport, or FILE.py:FUNCTION targets."
 )
 
+
 def main(argv: Sequence[str]) -> int:
     parser = subparser("diff", DESCRIPTION, target=False)
     parser.add_argument("a", metavar="A", help="a gradexport JSON file, or path/to/file.py:function")
     parser.add_argument("b", metavar="B", help="the same, for the other graph")
     parser.add_argument("-f", "--format", dest="formats", type=parse_format_list, help="also draw the diff in these formats")
     parser.add_argument("-o", "--output", default=".", metavar="DIR", help="folder for --format's files (default: .)")
-    parser.add_argument(
-        "--model-explorer", action="store_true", help="also open A and B side by side in Model Explorer (pip install gradexport[explorer])"
-    )
+    parser.add_argument("--model-explorer", action="store_true", help="also open A and B side by side in Model Explorer (pip install gradexport[explorer])")
     parser.add_argument("--no-open", action="store_true", help="with --model-explorer: print the address instead of opening it")
     args = parsed(parser, argv)
     if isinstance(args, int):
@@ -57,6 +56,7 @@ def _diff_graph(text: str, bar: Any) -> Any:
     except RootError as error:
         raise no_graph(target, error) from error
 
+
 def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     from ...analysis.diff import describe_diff, differs
     from ...api.diff import diff
@@ -78,9 +78,7 @@ def _diff_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
         print_lines(lines)  # before the server blocks until Ctrl-C
         bar.close()
         try:
-            serve_model_explorer_diff(
-                first, second, labels=(f"a: {args.a}", f"b: {args.b}"), merged=graph, open_browser=not args.no_open
-            )
+            serve_model_explorer_diff(first, second, labels=(f"a: {args.a}", f"b: {args.b}"), merged=graph, open_browser=not args.no_open)
         except (OSError, ImportError, ValueError) as error:
             raise Failure(one_line(error)) from None
         return status, []

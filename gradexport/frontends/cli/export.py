@@ -50,8 +50,7 @@ def parser(commands: str = "") -> Parser:
     """The parser of ``gradexport TARGET``; ``commands`` (the other commands, listed) follows its description."""
     parser = Parser(
         prog=PROG,
-        description="Run a function that returns PyTorch tensors and write diagrams of their autograd graph."
-        + (f"\n\n{commands}" if commands else ""),
+        description="Run a function that returns PyTorch tensors and write diagrams of their autograd graph." + (f"\n\n{commands}" if commands else ""),
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -79,8 +78,7 @@ def _export(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     folding = [flag for flag, option in (("--depth", "depth"), ("--fold", "fold_modules")) if args.options.get(option) is not None]
     if folding and module is None:
         raise Failure(
-            f"{' and '.join(folding)} fold modules, but {location}:{name}() returned no nn.Module: "
-            "return (roots, model) and run the forward pass in it",
+            f"{' and '.join(folding)} fold modules, but {location}:{name}() returned no nn.Module: return (roots, model) and run the forward pass in it",
             2,
         )
     try:

@@ -57,13 +57,16 @@ __all__ = [
 
 PROG = "gradexport"
 
+
 class TargetError(Exception):
     """The target does not name a function that can be called (exit status 2)."""
+
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line, where argparse would print the whole usage first.
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
 
 def split_result(result: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
     """Split what the user's function returned into ``(roots, params, module)``.
@@ -87,16 +90,17 @@ def split_result(result: Any) -> tuple[Any, Mapping[str, torch.Tensor] | None, t
             return roots, names, None
     return result, None, None
 
+
 def _is_leaf(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.grad_fn is None
+
 
 def parse_target(text: str) -> tuple[str, str]:
     location, _, name = text.rpartition(":")
     if not location or not name or not name.replace(".", "").replace("_", "").isalnum():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no ':FUNCTION'; write path/to/file.py:function or package.module:function"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} has no ':FUNCTION'; write path/to/file.py:function or package.module:function")
     return location, name
+
 
 def parse_format_list(text: str) -> list[str]:
     try:
@@ -104,16 +108,19 @@ def parse_format_list(text: str) -> list[str]:
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 
+
 def parse_stem(text: str) -> str:
     if not is_plain_name(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a plain file name (no folder, not . or ..)")
     return text
+
 
 def version() -> str:
     try:
         return importlib.metadata.version("gradexport")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
         return "unknown (not installed)"
+
 
 def load(location: str, name: str) -> Callable[[], Any]:
     if location.endswith(".py") or os.sep in location or "/" in location:
@@ -142,8 +149,10 @@ def load(location: str, name: str) -> Callable[[], Any]:
         pass
     return function
 
+
 def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
+
 
 def import_file(path: Path) -> Any:
     if not path.is_file():
@@ -158,13 +167,16 @@ def import_file(path: Path) -> Any:
     spec.loader.exec_module(module)
     return module
 
+
 def flat(message: object) -> str:
     """``message`` as one visible line: runs of white space as one space, other control characters as escapes."""
     return printable(" ".join(str(message).split()))
 
+
 def one_line(error: BaseException) -> str:
     text = flat(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
 
 class Failure(Exception):
     """A failure to report in one line, with its exit status."""
@@ -172,6 +184,7 @@ class Failure(Exception):
     def __init__(self, message: str, status: int = 1):
         super().__init__(message)
         self.status = status
+
 
 def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
     """Run ``work(bar)`` on this (large-stack) thread, where the user's tensors are freed; print what it returns.
@@ -213,6 +226,7 @@ def run(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, 
         return failure.status
     print_lines(lines)
     return status
+
 
 def _warning_text(warning: warnings.WarningMessage, user_frame: traceback.FrameSummary | None) -> str:
     # gradexport's own warnings are one line under its name; torch's (and the user's) are shown
@@ -271,9 +285,7 @@ def add_traceback(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true", help="on failure, also print the full traceback")
 
 
-def call_target(
-    target: tuple[str, str], bar: Any, *, lines: bool = False
-) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
+def call_target(target: tuple[str, str], bar: Any, *, lines: bool = False) -> tuple[Any, Mapping[str, torch.Tensor] | None, torch.nn.Module | None]:
     """Import and call the user's function; its result split into ``(roots, params, module)``.
 
     With ``lines``, the call also runs inside `gradexport.tools.capture_source`.
@@ -291,7 +303,7 @@ def call_target(
         raise Failure(f"importing {location} raised {one_line(error)}{where(error)}") from error
     bar.set_description(f"{PROG}: running {name}()")
     try:
-        with watched_call(), capture_modules(), (capture_source() if lines else nullcontext()):  # a returned nn.Module names the nodes
+        with watched_call(), capture_modules(), capture_source() if lines else nullcontext():  # a returned nn.Module names the nodes
             result = function()
     except TargetExit as error:
         raise Failure(f"{location}:{name}() called {error} instead of returning the roots; nothing was written") from error
@@ -305,14 +317,17 @@ def call_target(
     bar.set_description(f"{PROG}: tracing the graph")
     return split_result(result)
 
+
 def no_graph(target: tuple[str, str], error: RootError) -> Failure:
     """The failure of a function whose result holds no autograd graph."""
     location, name = target
     return Failure(f"{location}:{name}() returned no autograd graph ({flat(error)})")
 
+
 def exit_call(error: SystemExit) -> str:
     """``sys.exit(3)``, as the user's code called it."""
     return f"sys.exit({'' if error.code is None else repr(error.code)})"
+
 
 def on_large_stack(work: Callable[[Any], tuple[int, list[str]]], args: argparse.Namespace, steps: int) -> int:
     """`run` on the large-stack thread; Ctrl-C is one line and exit 130."""
@@ -322,12 +337,14 @@ def on_large_stack(work: Callable[[Any], tuple[int, list[str]]], args: argparse.
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130
 
+
 def subparser(command: str, description: str, *, target: bool = True) -> Parser:
     """The parser of ``gradexport COMMAND``, taking a TARGET unless told otherwise."""
     parser = Parser(prog=f"{PROG} {command}", description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     if target:
         parser.add_argument("target", metavar="TARGET", type=parse_target, help="path/to/file.py:function or package.module:function")
     return parser
+
 
 def parsed(parser: Parser, argv: Sequence[str]) -> argparse.Namespace | int:
     try:

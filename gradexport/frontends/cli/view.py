@@ -24,6 +24,7 @@ DESCRIPTION = (
     "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1)."
 )
 
+
 def main(argv: Sequence[str]) -> int:
     if any(item == "--watch" or item.startswith("--watch=") for item in argv):
         return _view_watch(argv)
@@ -61,9 +62,7 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
             bar.close()
             serve_model_explorer(source.whole("view"), open_browser=not args.no_open, options=options.diagram)  # until Ctrl+C
             return 0, []
-        paths = write(
-            roots, page.absolute.parent, "html", stem=page.absolute.name.removesuffix(".html"), params=params, module=module, **args.options
-        )
+        paths = write(roots, page.absolute.parent, "html", stem=page.absolute.name.removesuffix(".html"), params=params, module=module, **args.options)
     except RootError as error:
         raise no_graph(args.target, error) from error
     except (OSError, RuntimeError, ValueError, TypeError, ImportError) as error:
@@ -81,7 +80,9 @@ def _view_watch(argv: Sequence[str]) -> int:
     from ...api.export import to_html
     from ...backward.watch_file import load_watch
 
-    parser = subparser("view --watch", "Write the viewer page of a gradexport.watch file (its graph, with the last step's gradient norms) and open it.", target=False)
+    parser = subparser(
+        "view --watch", "Write the viewer page of a gradexport.watch file (its graph, with the last step's gradient norms) and open it.", target=False
+    )
     parser.add_argument("--watch", metavar="PATH", required=True, help="a file written by gradexport.watch or gradexport watch")
     parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: PATH with .html)")
     parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")

@@ -22,7 +22,9 @@ from ..blocks.spec import FORMATS, NOT_EMBEDDED
 __all__ = ["FORMATS", "NOT_EMBEDDED", "fenced", "markdown_for", "place_diagrams"]
 
 
-def markdown_for(code: str | None, output: str | None, diagrams: dict[str, str], indent: str, placeholders: dict[str, str], *, titled_fences: bool) -> list[str]:
+def markdown_for(
+    code: str | None, output: str | None, diagrams: dict[str, str], indent: str, placeholders: dict[str, str], *, titled_fences: bool
+) -> list[str]:
     """The Markdown lines that replace a block: its code and output as fences, its diagrams as placeholders (tabs for several).
 
     ``placeholders`` receives the HTML each placeholder stands for (see `place_diagrams`).
@@ -54,9 +56,6 @@ def place_diagrams(html_text: str, placeholders: dict[str, str], where: str) -> 
     for token, diagram in placeholders.items():
         paragraph = f"<p>{token}</p>"
         if paragraph not in html_text:
-            raise PluginError(
-                f"{where}: a gradexport diagram could not be placed; keep gradexport "
-                "blocks at the top level, in admonitions or in content tabs"
-            )
+            raise PluginError(f"{where}: a gradexport diagram could not be placed; keep gradexport blocks at the top level, in admonitions or in content tabs")
         html_text = html_text.replace(paragraph, diagram)
     return html_text

@@ -46,6 +46,7 @@ class GradexportPluginConfig(Config):
     #: information line of the log) or ``strict`` (a MkDocs warning, which ``--strict`` stops on).
     warnings = config_options.Choice(("show", "strict"), default="show")
 
+
 _ENGINE = __package__.rpartition(".")[0] + ".blocks"
 
 
@@ -54,6 +55,7 @@ def _forget_library() -> None:
     for name in [name for name in sys.modules if name == "gradexport" or name.startswith("gradexport.")]:
         if not name.startswith((__package__, _ENGINE)):  # this plugin and its block engine stay as MkDocs loaded them
             del sys.modules[name]
+
 
 class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
     """Run ``gradexport`` fenced blocks at build time; see `gradexport.frontends.mkdocs`."""
@@ -88,9 +90,7 @@ class GradexportPlugin(BasePlugin[GradexportPluginConfig]):
         self._fingerprint = fingerprint
         # A new child per build: it has the library as this build imported it.
         self._runner.close()
-        self._runner = BlockRunner(
-            timeout=self.config.timeout, max_output=self.config.max_output, isolate=self.config.isolate, setting="plugin option {}"
-        )
+        self._runner = BlockRunner(timeout=self.config.timeout, max_output=self.config.max_output, isolate=self.config.isolate, setting="plugin option {}")
         if self.config.mermaid_js:
             source = self._mermaid_source(config)
             if not source.is_file():
