@@ -14,6 +14,7 @@ from examples_budget import budget
 from format_fixtures import FORMAT_CASES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch_versions import EDGE_METADATA
 
 import gradexport
 from gradexport.analysis.simplify import collapse, hide, module_depth
@@ -34,7 +35,7 @@ def corpus() -> dict[str, nx.MultiDiGraph]:
         with gradexport.capture_modules():
             case = builder()
         options = {"params": case.params or None, "module": case.module}
-        graphs[name] = gradexport.to_networkx(case.roots, show_none=True, show_saved=True, edge_metadata=True, **options)
+        graphs[name] = gradexport.to_networkx(case.roots, show_none=True, show_saved=True, edge_metadata=EDGE_METADATA, **options)
         graph = graphs[name]
         for depth in range(module_depth(graph) + 1) if case.module is not None else ():
             graphs[f"{name} collapsed to {depth}"] = collapse(graph, depth)

@@ -13,6 +13,7 @@ from torch_versions import EDGE_METADATA
 
 import gradexport
 from gradexport.formats import DiagramOptions, dot, json, mermaid
+from gradexport.tracing._torch import TORCH_VERSION
 from gradexport.tracing.graph import GraphStream
 
 #: Diagram options that change what the stream must carry or what the writers draw from it.
@@ -88,12 +89,11 @@ def other_roots() -> dict[str, object]:
     x = torch.randn(3, requires_grad=True)
     hidden = x.exp()
     loss = hidden.sum()
-    return {
-        "leaf": x,
-        "node": loss.grad_fn,
-        "gradient edge": torch.autograd.graph.get_gradient_edge(hidden),
-        "mixed": {"loss": loss, "edge": torch.autograd.graph.get_gradient_edge(hidden), "node": hidden.grad_fn, "x": x},
-    }
+    roots: dict[str, object] = {"leaf": x, "node": loss.grad_fn, "mixed": {"loss": loss, "node": hidden.grad_fn, "x": x}}
+    if TORCH_VERSION >= (2, 2):  # GradientEdge
+        roots["gradient edge"] = torch.autograd.graph.get_gradient_edge(hidden)
+        roots["mixed"]["edge"] = torch.autograd.graph.get_gradient_edge(hidden)  # type: ignore[index]
+    return roots
 
 
 @pytest.mark.parametrize("kind", sorted(other_roots()))
