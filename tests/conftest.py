@@ -38,6 +38,7 @@ REPLAY_DOCTESTS = (
     "gradexport.backward.replay_record",
     "gradexport.backward.steps",
     "gradexport.examples.blog.step_picture",
+    "gradexport.records",
     "gradexport.tracing._torch.run_tensor_hooks",
     "gradexport.tracing._torch.num_inputs",
     "gradexport.tracing._torch.input_metadata",

@@ -584,3 +584,19 @@ def test_compiled_module_warning_text_is_what_the_capture_silences() -> None:
             compiled(torch.ones(1, 2))
     finally:
         handle.remove()
+
+
+def test_step_hooks_run_after_dynamo_has_compiled_something() -> None:
+    """watch ends a step in the optimizer's step hooks; torch before 2.3 drops them once Dynamo has patched the optimizers."""
+    torch.compile(lambda value: value.sin(), backend="eager")(torch.ones(2))
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen: list[str] = []
+    handles = _torch.register_step_hooks(optimizer, lambda *_: seen.append("before"), lambda *_: seen.append("after"))
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    assert seen == ["before", "after"], changed("Optimizer.register_step_pre_hook/post_hook after torch._dynamo", f"ran {seen}")
+    for handle in handles:
+        handle.remove()
+    optimizer.step()
+    assert seen == ["before", "after"]

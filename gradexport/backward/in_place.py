@@ -18,7 +18,7 @@ Examples:
     ... except RuntimeError as torch_error:
     ...     error = in_place_error(traced, list(traced.ids.values()), torch_error)
     >>> error.node, error.op, error.saved, error.tensor, error.saved_version, error.version
-    ('n3', 'ExpBackward0', 'result', 'float32 [3], output 0 of Exp', 0, 1)
+    ('n3', 'ExpBackward0', 'result', 'float32 [3], output 0 of Exp...', 0, 1)
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ from torch.utils.hooks import RemovableHandle
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
 from ..core.extras import import_extra
 from ..core.reports import module_label
-from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, register_step_hooks, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
@@ -227,8 +227,7 @@ class Watch(AbstractContextManager["Watch"]):
             self._handles.append(module.register_forward_hook(partial(self._after_forward, index)))
         self._handles.append(self.model.register_forward_hook(self._after_model, always_call=True))
         if self.optimizer is not None:
-            self._handles.append(self.optimizer.register_step_pre_hook(self._before_update))
-            self._handles.append(self.optimizer.register_step_post_hook(self._after_update))
+            self._handles += register_step_hooks(self.optimizer, self._before_update, self._after_update)
         self._begin_tracing()
         return self
 

@@ -246,6 +246,7 @@ __all__ = [
     "post_accumulate_hook_count",
     "raw_saved",
     "read_saved",
+    "register_step_hooks",
     "require_torch",
     "rerun_checkpoint",
     "run_tensor_hooks",
@@ -879,6 +880,50 @@ def function_codes(node_type: type) -> frozenset[Any]:
         if code is not None and code is not getattr(getattr(torch.autograd.Function, name), "__code__", None):
             codes.add(code)
     return frozenset(codes)
+
+
+class _StepWrap:
+    """Calls ``before`` and ``after`` around an optimizer's ``step``, set on the instance; ``remove()`` puts it back."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, before: Callable[..., None], after: Callable[..., None]) -> None:
+        self.optimizer = optimizer
+        step = optimizer.step
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            before(optimizer, args, kwargs)
+            result = step(*args, **kwargs)
+            after(optimizer, args, kwargs)
+            return result
+
+        optimizer.step = wrapped  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        vars(self.optimizer).pop("step", None)
+
+
+def register_step_hooks(optimizer: torch.optim.Optimizer, before: Callable[..., None], after: Callable[..., None]) -> list[Any]:
+    """``optimizer.register_step_pre_hook(before)`` and ``register_step_post_hook(after)``; handles to remove them.
+
+    torch before 2.3 loses them once Dynamo has been imported: its patch of
+    every optimizer class's ``step`` leaves out the wrapper that runs the
+    hooks for optimizers made afterwards (measured on torch 2.1: neither
+    hook runs). There the instance's ``step`` is wrapped instead.
+
+    Examples:
+        >>> model = torch.nn.Linear(2, 1)
+        >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        >>> seen = []
+        >>> handles = register_step_hooks(optimizer, lambda *_: seen.append("before"), lambda *_: seen.append("after"))
+        >>> model(torch.ones(1, 2)).sum().backward()
+        >>> optimizer.step()
+        >>> seen
+        ['before', 'after']
+        >>> for handle in handles:
+        ...     handle.remove()
+    """
+    if TORCH_VERSION < (2, 3):
+        return [_StepWrap(optimizer, before, after)]
+    return [optimizer.register_step_pre_hook(before), optimizer.register_step_post_hook(after)]
 
 
 def aminmax(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
