@@ -25,7 +25,6 @@ pytestmark = [pytest.mark.slow, needs_input_metadata]
 SCRIPT = r"""
 import json, sys, warnings
 import torch
-from torch_versions import needs_input_metadata
 from torch import nn
 import gradexport
 
