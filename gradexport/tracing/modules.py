@@ -109,7 +109,7 @@ def capture_modules() -> Iterator[None]:
     also on error. Tags live on the nodes, so they last as long as the graph.
     What a module's own forward pre-hooks and forward hooks compute belongs to
     that module. A compiled module (``torch.compile(model)``) raises no torch
-    warning about global hooks inside the block: see the module docstring.
+    warning about global hooks inside the block: see `gradexport.tracing.modules`.
 
     Examples:
         >>> import torch, gradexport
