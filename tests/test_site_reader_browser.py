@@ -173,10 +173,10 @@ def fresh_interpreters() -> Iterator[concurrent.futures.ProcessPoolExecutor]:
 
 #: The Python blocks of the page, each as the copy button copies it, and the page's script if it has a "one script" note.
 #: Blocks titled "Serves until you press Ctrl+C" (a server never returns) or "Runs on every rank of a
-#: DDP job" (needs a process group) are not run; page-script.js leaves them out of the script too.
+#: DDP job" / "of an FSDP2 job" (need a process group) are not run; page-script.js leaves them out of the script too.
 _PYTHON_BLOCKS = """() => ({
   blocks: [...document.querySelectorAll(".md-content .language-python")]
-    .filter(block => !["Serves until you press Ctrl+C", "Runs on every rank of a DDP job"]
+    .filter(block => !["Serves until you press Ctrl+C", "Runs on every rank of a DDP job", "Runs on every rank of an FSDP2 job"]
       .includes(block.querySelector(".filename")?.textContent))
     .filter(block => !block.closest(".doc"))  // the API reference: signatures, and doctests that test_docstrings runs
     .map(block => block.querySelector("code").textContent),

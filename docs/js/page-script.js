@@ -5,7 +5,7 @@
   "use strict";
 
   /** Blocks titled so do not run in one process: a server never returns, a DDP rank needs its job. */
-  var NOT_IN_SCRIPT = ["Serves until you press Ctrl+C", "Runs on every rank of a DDP job"];
+  var NOT_IN_SCRIPT = ["Serves until you press Ctrl+C", "Runs on every rank of a DDP job", "Runs on every rank of an FSDP2 job"];
 
   /** The page's Python blocks joined in order: what the button copies. */
   window.gradexportPageScript = function () {
