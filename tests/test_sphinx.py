@@ -271,8 +271,8 @@ def test_the_embedded_viewer_follows_furos_theme_and_its_toggle(site_url, browse
     page.goto(site_url + "myst.html", wait_until="load")
     frame = viewer_frame(page, 30)
     theme = "document.getElementById('gradexport-viewer').dataset.theme"
-    frame.wait_for_function(f"{theme} === '{scheme}'", timeout=5000)
+    frame.wait_for_function(f"{theme} === '{scheme}'", timeout=30_000)
     page.evaluate(f"document.body.dataset.theme = '{toggled}'")  # what furo's theme button sets
-    frame.wait_for_function(f"{theme} === '{toggled}'", timeout=5000)
+    frame.wait_for_function(f"{theme} === '{toggled}'", timeout=30_000)
     page.close()
     assert not outside
