@@ -187,7 +187,7 @@ _PYTHON_BLOCKS = """() => ({
 
 #: Guides whose blocks are still illustrations (a signature with placeholders) or depend on files a
 #: command line writes: not yet runnable as copied, left for a later change (issue 37's report).
-NOT_YET_RUNNABLE = {"guides/watch/", "guides/model-explorer/"}
+NOT_YET_RUNNABLE = {"guides/model-explorer/"}
 
 
 @pytest.mark.slow
