@@ -185,11 +185,6 @@ _PYTHON_BLOCKS = """() => ({
 })"""
 
 
-#: Guides whose blocks are still illustrations (a signature with placeholders) or depend on files a
-#: command line writes: not yet runnable as copied, left for a later change (issue 37's report).
-NOT_YET_RUNNABLE = {"guides/model-explorer/"}
-
-
 @pytest.mark.slow
 def test_copied_code_runs(built_site: BuiltSite, site_url: str, browser: Any, fresh_interpreters: Any) -> None:
     """Each Python block runs alone as copied; where one does not, the page has a "one script" note whose button copies all its blocks, and that script runs."""
@@ -197,8 +192,6 @@ def test_copied_code_runs(built_site: BuiltSite, site_url: str, browser: Any, fr
     runs: list[tuple[str, int | None, concurrent.futures.Future[str | None]]] = []
     marked: dict[str, bool] = {}
     for path in site_pages(built_site):
-        if path in NOT_YET_RUNNABLE:
-            continue
         page = browser.new_page()
         page.goto(site_url + path, wait_until="load")
         found = page.evaluate(_PYTHON_BLOCKS)

@@ -7,11 +7,12 @@
   /** Blocks titled so do not run in one process: a server never returns, a DDP rank needs its job. */
   var NOT_IN_SCRIPT = ["Serves until you press Ctrl+C", "Runs on every rank of a DDP job", "Runs on every rank of an FSDP2 job"];
 
-  /** The page's Python blocks joined in order: what the button copies. */
+  /** The page's Python blocks joined in order: what the button copies. An API reference's
+      signatures and attribute values (mkdocstrings' `.doc` elements) are not code to run. */
   window.gradexportPageScript = function () {
     var blocks = Array.prototype.filter.call(document.querySelectorAll(".md-content .language-python"), function (block) {
       var title = block.querySelector(".filename");
-      return !(title && NOT_IN_SCRIPT.indexOf(title.textContent) >= 0);
+      return !(title && NOT_IN_SCRIPT.indexOf(title.textContent) >= 0) && !block.closest(".doc");
     });
     return blocks.map(function (block) { return block.querySelector("code").textContent.replace(/\s+$/, ""); }).join("\n\n") + "\n";
   };
