@@ -213,12 +213,14 @@ def _wait_for_mermaid(page: Any, cdp: Any, expected: int) -> None:
     page.wait_for_timeout(100)  # let the last diagram's labels settle
 
 
-#: Diagrams wider or taller than their box must scroll into view: nothing may lie left of or above the box.
+#: Diagrams wider or taller than their box must scroll into view: nothing may lie left of or above
+#: the box's scrolled-to-the-start position (a box that opens scrolled, as fit-diagrams.js opens a wide
+#: Mermaid diagram at its middle, still reaches all of it).
 _CUT_OFF = """() => [...document.querySelectorAll(".gradexport-diagram")].flatMap((box, index) => {
   const outer = box.getBoundingClientRect();
   return [...box.children].map(child => child.getBoundingClientRect())
-    .filter(inner => inner.width > 0 && (inner.left < outer.left - 1 || inner.top < outer.top - 1))
-    .map(inner => `diagram ${index + 1} starts ${Math.round(outer.left - inner.left)} px left of its box`);
+    .filter(inner => inner.width > 0 && (inner.left + box.scrollLeft < outer.left - 1 || inner.top + box.scrollTop < outer.top - 1))
+    .map(inner => `diagram ${index + 1} starts ${Math.round(outer.left - inner.left - box.scrollLeft)} px left of its box`);
 })"""
 
 

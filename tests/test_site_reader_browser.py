@@ -108,27 +108,80 @@ NAMED_IN_PROSE = {
     "blog/hand-replay/": (-1, ["output", "0.weight", "0.bias"]),
 }
 
-#: The named nodes that do not lie wholly inside the first view of the diagram's box.
-_OUT_OF_VIEW = r"""([index, names]) => {
-  const boxes = [...document.querySelectorAll(".gradexport-diagram")].filter(b => !b.classList.contains("gradexport-svg") || b.offsetParent);
-  const box = boxes.at(index);
-  const outer = box.getBoundingClientRect();
-  const view = {left: outer.left + box.clientLeft, top: outer.top + box.clientTop};
-  view.right = view.left + box.clientWidth;
-  view.bottom = view.top + box.clientHeight;
-  const roots = [box].concat([...box.querySelectorAll("*")].filter(e => e.shadowRoot).map(e => e.shadowRoot));
-  const nodes = roots.flatMap(root => [...root.querySelectorAll("g.node")]);
+#: Functions the measuring scripts share: the diagram boxes a reader sees (an SVG tab
+#: hidden by Material's tabs is skipped, unless the test set-up shows every tab), the part of
+#: a box shown before any scrolling, the nodes drawn in a box (Mermaid's inside its shadow
+#: root too), each node's id, label and graph edges, and the problem of a node not wholly in view.
+_DIAGRAM_VIEWS = r"""
+  const diagramBoxes = () => [...document.querySelectorAll(".gradexport-diagram")].filter(b => !b.classList.contains("gradexport-svg") || b.offsetParent);
+  const firstView = box => {
+    const outer = box.getBoundingClientRect();
+    const view = {left: outer.left + box.clientLeft, top: outer.top + box.clientTop};
+    view.right = view.left + box.clientWidth;
+    view.bottom = view.top + box.clientHeight;
+    return view;
+  };
+  const drawnIn = box => [box].concat([...box.querySelectorAll("*")].filter(e => e.shadowRoot).map(e => e.shadowRoot));
+  const nodesIn = box => drawnIn(box).flatMap(root => [...root.querySelectorAll("g.node")]);
   const label = node => [...node.querySelectorAll("text, span, p, div")].map(e => [...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent.trim()))
     .flat().filter(Boolean);
-  return names.flatMap(name => {
-    const matching = nodes.filter(node => label(node).includes(name));
-    if (matching.length !== 1) return [`${name}: ${matching.length} nodes carry this label`];
-    const r = matching[0].getBoundingClientRect();
+  // Graphviz titles a node with its id and an edge "tail->head"; Mermaid ids a node
+  // "<diagram>-flowchart-<id>-<k>" and gives an edge the data-id "L_<tail>_<head>_<k>"
+  // (the writers' ids are letters, digits and underscores).
+  const nodeId = node => node.querySelector(":scope > title")?.textContent ?? node.id.match(/flowchart-(\w+)-\d+$/)?.[1];
+  const pointedTo = box => {
+    const titles = drawnIn(box).flatMap(root => [...root.querySelectorAll("g.edge > title")].map(title => title.textContent.split("->")[1]));
+    const mermaid = drawnIn(box).flatMap(root => [...root.querySelectorAll("[data-id^='L_']")].map(edge => edge.dataset.id));
+    return id => titles.includes(id) || mermaid.some(edge => new RegExp(`^L_\\w+_${id}_\\d+$`).test(edge));
+  };
+  const notInView = (node, view, name) => {
+    const r = node.getBoundingClientRect();
     const inside = r.left >= view.left - 0.5 && r.right <= view.right + 0.5 && r.top >= view.top - 0.5 && r.bottom <= view.bottom + 0.5;
     return inside ? [] : [`${name}: node at (${Math.round(r.left - view.left)}, ${Math.round(r.top - view.top)}) `
       + `size ${Math.round(r.width)}x${Math.round(r.height)}, the box shows ${Math.round(view.right - view.left)}x${Math.round(view.bottom - view.top)}`];
+  };
+"""
+
+#: The named nodes that do not lie wholly inside the first view of the diagram's box.
+_OUT_OF_VIEW = (
+    "([index, names]) => {"
+    + _DIAGRAM_VIEWS
+    + r"""
+  const box = diagramBoxes().at(index);
+  const nodes = nodesIn(box);
+  return names.flatMap(name => {
+    const matching = nodes.filter(node => label(node).includes(name));
+    return matching.length === 1 ? notInView(matching[0], firstView(box), name) : [`${name}: ${matching.length} nodes carry this label`];
   });
 }"""
+)
+
+#: For every diagram box of the page, its number and the roots (the nodes no edge points to:
+#: where the backward pass starts) that do not lie wholly inside its first view.
+_ROOTS_OUT_OF_VIEW = (
+    "() => {"
+    + _DIAGRAM_VIEWS
+    + r"""
+  return diagramBoxes().filter(box => nodesIn(box).length).flatMap((box, index) => {
+    const isHead = pointedTo(box);
+    const roots = nodesIn(box).filter(node => !isHead(nodeId(node)));
+    if (!roots.length) return [`diagram ${index + 1}: no root found among ${nodesIn(box).length} nodes`];
+    return roots.flatMap(root => notInView(root, firstView(box), `diagram ${index + 1}, root ${label(root)[0]}`));
+  });
+}"""
+)
+
+
+def _measure_drawn(browser: Any, site_url: str, site: BuiltSite, path: str, width: int, theme: str, script: str, argument: Any = None) -> list[str]:
+    """The problems ``script`` finds on page ``path`` at ``width`` px in ``theme``, once its diagrams are drawn and fitted."""
+    page = _open(browser, site_url + path, width, THEMES[theme])
+    cdp = browser.new_cdp_session(page)
+    _wait_for_mermaid(page, cdp, (site.directory / path / "index.html").read_text(encoding="utf-8").count('<pre class="mermaid">'))
+    page.wait_for_timeout(200)  # fit-diagrams.js shrinks a diagram once mermaid.js drew it
+    problems = page.evaluate(script, argument)
+    cdp.detach()
+    page.close()
+    return [f"/{path} at {width} px ({theme}): {problem}" for problem in problems]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -136,13 +189,18 @@ _OUT_OF_VIEW = r"""([index, names]) => {
 def test_nodes_the_prose_names_are_in_the_first_view(built_site: BuiltSite, site_url: str, browser: Any, width: int, theme: str) -> None:
     problems: list[str] = []
     for path, (index, names) in NAMED_IN_PROSE.items():
-        page = _open(browser, site_url + path, width, THEMES[theme])
-        cdp = browser.new_cdp_session(page)
-        _wait_for_mermaid(page, cdp, (built_site.directory / path / "index.html").read_text(encoding="utf-8").count('<pre class="mermaid">'))
-        page.wait_for_timeout(200)  # fit-diagrams.js shrinks a diagram once mermaid.js drew it
-        problems += [f"/{path} at {width} px ({theme}): {problem}" for problem in page.evaluate(_OUT_OF_VIEW, [index, names])]
-        cdp.detach()
-        page.close()
+        problems += _measure_drawn(browser, site_url, built_site, path, width, theme, _OUT_OF_VIEW, [index, names])
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("theme", list(THEMES))
+def test_every_diagram_opens_on_its_roots(built_site: BuiltSite, site_url: str, browser: Any, width: int, theme: str) -> None:
+    """Every diagram of every page, in every tab, shows its roots before the reader scrolls it: none opens on an empty corner."""
+    pages = [path for path in site_pages(built_site) if "gradexport-diagram" in (built_site.directory / path / "index.html").read_text(encoding="utf-8")]
+    assert len(pages) >= 15, f"only {len(pages)} pages with diagrams"
+    problems = [problem for path in pages for problem in _measure_drawn(browser, site_url, built_site, path, width, theme, _ROOTS_OUT_OF_VIEW)]
     assert not problems, "\n".join(problems)
 
 

@@ -29,6 +29,11 @@
     if (natural === 0 || natural <= room) return;
     var zoom = Math.max(room / natural, MIN_TEXT_PX / smallestTextPx(drawing));
     if (zoom < 1) drawing.style.zoom = String(zoom);
+    /* A Mermaid drawing still wider than the box opens at its middle: its top-down
+       layout centres the root over the nodes that follow, and the closed shadow root
+       hides where exactly. (Graphviz may put the root left, over a module's box: an
+       SVG opens at its left edge.) */
+    if (drawing.localName !== "svg") box.scrollLeft = (box.scrollWidth - box.clientWidth) / 2;
   }
 
   function watch(box) {
