@@ -184,6 +184,10 @@ def _measure_drawn(browser: Any, site_url: str, site: BuiltSite, path: str, widt
     return [f"/{path} at {width} px ({theme}): {problem}" for problem in problems]
 
 
+def _diagram_pages(site: BuiltSite) -> list[str]:
+    return [path for path in site_pages(site) if "gradexport-diagram" in (site.directory / path / "index.html").read_text(encoding="utf-8")]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("theme", list(THEMES))
 def test_nodes_the_prose_names_are_in_the_first_view(built_site: BuiltSite, site_url: str, browser: Any, width: int, theme: str) -> None:
@@ -198,9 +202,41 @@ def test_nodes_the_prose_names_are_in_the_first_view(built_site: BuiltSite, site
 @pytest.mark.parametrize("theme", list(THEMES))
 def test_every_diagram_opens_on_its_roots(built_site: BuiltSite, site_url: str, browser: Any, width: int, theme: str) -> None:
     """Every diagram of every page, in every tab, shows its roots before the reader scrolls it: none opens on an empty corner."""
-    pages = [path for path in site_pages(built_site) if "gradexport-diagram" in (built_site.directory / path / "index.html").read_text(encoding="utf-8")]
+    pages = _diagram_pages(built_site)
     assert len(pages) >= 15, f"only {len(pages)} pages with diagrams"
     problems = [problem for path in pages for problem in _measure_drawn(browser, site_url, built_site, path, width, theme, _ROOTS_OUT_OF_VIEW)]
+    assert not problems, "\n".join(problems)
+
+
+#: What of the page's content runs off the screen where no box scrolls to it: an element that
+#: reaches past the window's edges with no scrolling box around it (a box that hides its overflow
+#: cuts it off), and the page itself scrolling sideways. Diagrams are measured as boxes; what
+#: they draw scrolls inside them.
+_OFF_SCREEN = r"""() => {
+  const reachable = element => {
+    for (let parent = element.parentElement; parent; parent = parent.parentElement) {
+      const overflow = getComputedStyle(parent).overflowX;
+      if (overflow === "auto" || overflow === "scroll") return true;
+      if (overflow === "hidden" || overflow === "clip") return false;
+    }
+    return false;
+  };
+  const off = [...document.querySelectorAll(".md-content *")].filter(element => !element.closest("svg, .gradexport-diagram > *")).filter(element => {
+    const r = element.getBoundingClientRect();
+    return r.width > 0 && (r.right > innerWidth + 1 || r.left < -1) && !reachable(element);
+  }).map(element => `${element.localName}.${element.className} spans ${Math.round(element.getBoundingClientRect().left)} to `
+    + `${Math.round(element.getBoundingClientRect().right)} px: ${element.textContent.trim().slice(0, 40)}`);
+  const width = document.documentElement.scrollWidth;
+  return (width > innerWidth + 1 ? [`the page is ${width} px wide`] : []).concat(off);
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("theme", list(THEMES))
+def test_nothing_runs_off_a_phones_screen(built_site: BuiltSite, site_url: str, browser: Any, theme: str) -> None:
+    """At 390 px, on every page with diagrams, all content is on screen or in a box that scrolls to it."""
+    pages = _diagram_pages(built_site)
+    problems = [problem for path in pages for problem in _measure_drawn(browser, site_url, built_site, path, 390, theme, _OFF_SCREEN)]
     assert not problems, "\n".join(problems)
 
 
