@@ -23,11 +23,13 @@ from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import fit, hide, only_reaching
 from .api.distributed import DivergentParameter, RankDiffs, compare_ranks
 from .api.export import to_model_explorer, to_pydot
+from .backward.recorder import BadSteps
 from .tracing.checkpoints import CheckpointRegion, retrace_checkpoint
 from .tracing.lines import capture_source
 from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
+    "BadSteps",
     "CheckpointRegion",
     "DivergentParameter",
     "RankDiffs",

@@ -600,3 +600,19 @@ def test_step_hooks_run_after_dynamo_has_compiled_something() -> None:
         handle.remove()
     optimizer.step()
     assert seen == ["before", "after"]
+
+
+def test_observe_backward_calls_sees_the_loss_before_backward_and_restores_the_method() -> None:
+    original = torch.Tensor.backward
+    weight = torch.ones(2, requires_grad=True)
+    seen: list[tuple[float, bool]] = []
+    first = _torch.observe_backward_calls(lambda tensor: seen.append((tensor.item(), weight.grad is None)))
+    second = _torch.observe_backward_calls(lambda tensor: seen.append((-tensor.item(), weight.grad is None)))
+    (weight * 3).sum().backward()
+    first.remove()
+    (weight * 2).sum().backward()
+    second.remove()
+    (weight * 5).sum().backward()
+    assert seen == [(6.0, True), (-6.0, True), (-4.0, False)], changed("Tensor.backward looked up on the class at each call", f"saw {seen}")
+    assert torch.Tensor.backward is original
+    assert weight.grad is not None and weight.grad.tolist() == [10.0, 10.0]

@@ -65,6 +65,7 @@ from ..core.reports import module_label
 from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, register_step_hooks, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
+from .recorder import BadSteps, FlightRecorder
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
 
 __all__ = ["RECORDED", "Watch", "watch"]
@@ -88,6 +89,7 @@ def watch(
     tensorboard: str | os.PathLike[str] | None = None,
     thresholds: dict[str, float] | None = None,
     on_step: Callable[[int], None] | None = None,
+    bad_steps: str | os.PathLike[str] | BadSteps | None = None,
 ) -> Watch:
     """Watch ``model``'s gradients over a training loop: a context manager, or call `Watch.start` and `Watch.close`.
 
@@ -114,6 +116,11 @@ def watch(
             `WatchHistory.flags` (``layers``, ``own``, ``explode``, ``baseline_steps``).
         on_step: Called with the step's index after every step ends,
             recorded or not (the command line moves its progress bar so).
+        bad_steps: A folder (or a `gradexport.tools.BadSteps` for the
+            thresholds): the flight recorder writes a bundle into it for every
+            step whose loss, output or gradients hold NaN or Inf, or whose
+            gradient norm jumps (see `gradexport.backward.recorder`;
+            `gradexport.load_bundle` reads one, ``gradexport view`` shows it).
 
     Examples:
         >>> import torch, gradexport
@@ -135,6 +142,7 @@ def watch(
         tensorboard=tensorboard,
         thresholds=thresholds,
         on_step=on_step,
+        bad_steps=bad_steps,
     )
 
 
@@ -154,6 +162,7 @@ class Watch(AbstractContextManager["Watch"]):
         tensorboard: str | os.PathLike[str] | None = None,
         thresholds: dict[str, float] | None = None,
         on_step: Callable[[int], None] | None = None,
+        bad_steps: str | os.PathLike[str] | BadSteps | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ArgumentTypeError(f"watch() takes an nn.Module, not {type(model).__name__}")
@@ -206,6 +215,8 @@ class Watch(AbstractContextManager["Watch"]):
         self._pending_graph: dict[str, Any] | None = None
         self._buffers: dict[int, torch.Tensor] = {}
         self._started = False
+        #: The flight recorder of ``bad_steps``, else ``None``.
+        self.recorder = None if bad_steps is None else FlightRecorder(model, bad_steps if isinstance(bad_steps, BadSteps) else BadSteps(bad_steps))
 
     # --- life cycle -----------------------------------------------------------------
 
@@ -229,6 +240,8 @@ class Watch(AbstractContextManager["Watch"]):
         if self.optimizer is not None:
             self._handles += register_step_hooks(self.optimizer, self._before_update, self._after_update)
         self._begin_tracing()
+        if self.recorder is not None:
+            self.recorder.start()
         return self
 
     def close(self) -> None:
@@ -236,6 +249,8 @@ class Watch(AbstractContextManager["Watch"]):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self.recorder is not None:
+            self.recorder.close()
         self._buffers = {}
         self._end_tracing()
         if self._file is not None:
@@ -321,6 +336,8 @@ class Watch(AbstractContextManager["Watch"]):
     def _before_update(self, *_: Any) -> None:
         if self.recording:
             self._pending = self._read_gradients()
+        if self.recorder is not None:  # after the reading above: the recorder's re-run of the step leaves it untouched
+            self.recorder.end_step(self.step_index)
 
     def _after_update(self, *_: Any) -> None:
         try:

@@ -67,6 +67,8 @@ The private APIs used, with the torch 2.13 behaviour relied on:
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
+* ``torch.Tensor.backward`` as a plain Python method that ``loss.backward()``
+  looks up on the class each time (`observe_backward_calls` stands a wrapper in its place).
 
 It also holds the public behaviours that torch's type stubs do not declare on
 `torch.autograd.graph.Node`, so that the rest of the package is type-checked:
@@ -90,8 +92,8 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache, partial
-from typing import Any, Literal, NamedTuple, Protocol
+from functools import cache, partial, wraps
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import torch
 from torch.autograd.graph import Node
@@ -243,6 +245,7 @@ __all__ = [
     "node_hook_counts",
     "node_metadata",
     "num_inputs",
+    "observe_backward_calls",
     "post_accumulate_hook_count",
     "raw_saved",
     "read_saved",
@@ -924,6 +927,53 @@ def register_step_hooks(optimizer: torch.optim.Optimizer, before: Callable[..., 
     if TORCH_VERSION < (2, 3):
         return [_StepWrap(optimizer, before, after)]
     return [optimizer.register_step_pre_hook(before), optimizer.register_step_post_hook(after)]
+
+
+class _BackwardObservers:
+    """Calls each observer with the tensor whose ``backward()`` is called, while any is registered; ``remove()`` one.
+
+    ``Tensor.backward`` is a Python method looked up on the class at every
+    ``loss.backward()``: while an observer is registered, one wrapper stands in
+    its place on ``torch.Tensor``; removing the last puts torch's own back.
+    """
+
+    observers: ClassVar[dict[int, Callable[[torch.Tensor], None]]] = {}
+    original: ClassVar[Callable[..., Any] | None] = None
+
+    def __init__(self, observer: Callable[[torch.Tensor], None]) -> None:
+        if not _BackwardObservers.observers:
+            original = _BackwardObservers.original = torch.Tensor.backward
+
+            @wraps(original)
+            def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                for each in list(_BackwardObservers.observers.values()):
+                    each(tensor)
+                return original(tensor, *args, **kwargs)
+
+            torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]
+        _BackwardObservers.observers[id(self)] = observer
+
+    def remove(self) -> None:
+        """Stop calling this observer (and put torch's ``Tensor.backward`` back after the last)."""
+        if _BackwardObservers.observers.pop(id(self), None) is not None and not _BackwardObservers.observers:
+            torch.Tensor.backward = _BackwardObservers.original  # type: ignore[method-assign,assignment]
+
+
+def observe_backward_calls(observer: Callable[[torch.Tensor], None]) -> _BackwardObservers:
+    """Call ``observer(tensor)`` at every ``tensor.backward(...)``, before the backward runs; ``remove()`` the handle to stop.
+
+    `torch.autograd.backward` called directly is not seen (only the method).
+
+    Examples:
+        >>> seen = []
+        >>> handle = observe_backward_calls(lambda tensor: seen.append(tensor.item()))
+        >>> (torch.ones(1, requires_grad=True) * 3).sum().backward()
+        >>> handle.remove()
+        >>> (torch.ones(1, requires_grad=True) * 4).sum().backward()
+        >>> seen
+        [3.0]
+    """
+    return _BackwardObservers(observer)
 
 
 def aminmax(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
