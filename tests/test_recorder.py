@@ -284,3 +284,16 @@ def test_the_bundle_is_json_any_machine_reads(written: Path) -> None:
     document = json.loads(written.read_text(encoding="utf-8"))
     assert document["format"] == "gradexport-bundle" and document["bad"]["step"] == 0
     assert nx.node_link_graph(document["bad"]["graph"], edges="edges").number_of_nodes() > 0
+
+
+def test_view_writes_the_bundle_page_and_refuses_a_damaged_bundle(written: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gradexport.frontends.cli import main
+
+    page = written.with_suffix(".html")
+    assert main(["view", str(written), "--no-open"]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert 'id="gradexport-bundle"' in text and "<title>bad step 0</title>" in text
+    written.write_text("{", encoding="utf-8")
+    assert main(["view", str(written), "--no-open"]) == 1
+    error = capsys.readouterr().err
+    assert "load_bundle:" in error and "bad-step-000000.json" in error and "not JSON" in error

@@ -73,15 +73,17 @@ import torch
 from torch import nn
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, UnreproducedStepWarning
-from ..tracing._torch import foreach_norm, observe_backward_calls, tensor_leaves
+from ..tracing._torch import foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
 from ..tracing.forward_values import ForwardOrigin, check_of
-from ..tracing.graph import trace
+from ..tracing.graph import Trace, trace
 from ..tracing.lines import capture_source
 from ..tracing.modules import capture_modules
 from .bundle_file import bundle_name, graph_data, write_bundle
 from .nonfinite import _named_leaves, _named_origin
 from .record_gradients import record_flow
-from .start_gradients import start_gradients
+from .replay_record import Replay, ReplayStart, ReplayStep
+from .start_gradients import Start, start_gradients
+from .steps import step_data
 
 __all__ = ["BASELINE_STEPS", "HEALTHY_EVERY", "JUMP", "MAX_BUNDLES", "BadSteps", "FlightRecorder"]
 
@@ -95,6 +97,8 @@ MAX_BUNDLES = 10
 BASELINE_STEPS = 20
 #: How many values of a gradient a bundle keeps (a gradient with more keeps its summary only).
 VALUES_UP_TO = 16
+#: The graph attribute holding the steps of the recorded backward, as the stepping viewer reads them (`step_data`).
+STEPS_ATTRIBUTE = "replay_steps"
 
 
 @dataclass(frozen=True)
@@ -300,9 +304,18 @@ class FlightRecorder:
             except RootError:
                 return None
             starts = start_gradients(result.roots, grads, caller="watch(bad_steps=...)")
+            received: dict[str, tuple[torch.Tensor | None, ...]] = {}
+            sent: dict[str, tuple[torch.Tensor | None, ...]] = {}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                record_flow(result, starts, values_up_to=VALUES_UP_TO)
+                order = record_flow(
+                    result,
+                    starts,
+                    values_up_to=VALUES_UP_TO,
+                    pre=lambda node_id, grads_in: received.__setitem__(node_id, _copies(grads_in)),
+                    post=lambda node_id, grads_out, _: sent.__setitem__(node_id, _copies(grads_out)),
+                )
+            result.graph.graph[STEPS_ATTRIBUTE] = step_data(_as_replay(result, starts, order, received, sent), values_up_to=VALUES_UP_TO)
             check = check_of([*(root.node for root in result.roots), *result.ids])
             origin = None
             if check is not None and check.origin is not None:
@@ -343,6 +356,36 @@ class FlightRecorder:
         torch.set_rng_state(states[0])
         for index, state in zip(self._cuda, states[1:]):
             torch.cuda.set_rng_state(state, index)
+
+
+def _copies(grads: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor | None, ...]:
+    # Copies: the engine may add into a tensor it handed to a hook later in the pass.
+    return tuple(None if grad is None else grad.detach().clone() for grad in grads)
+
+
+def _as_replay(
+    result: Trace,
+    starts: list[Start],
+    order: list[str],
+    received: dict[str, tuple[torch.Tensor | None, ...]],
+    sent: dict[str, tuple[torch.Tensor | None, ...]],
+) -> Replay:
+    """The recorded backward as the record of `gradexport.replay`, for the stepping viewer (`step_data`)."""
+    ids = result.ids
+    nodes = {node_id: node for node, node_id in ids.items()}
+    steps = []
+    for node_id in order:
+        node = nodes[node_id]
+        targets = tuple(None if child is None else (ids[child], slot) for child, slot in node.next_functions)
+        steps.append(ReplayStep(node_id, type(node).__name__, received.get(node_id, ()), sent.get(node_id, ()), targets))
+    leaves = {node_id: data.get("names") for node_id, data in result.graph.nodes(data=True) if data.get("op") == "AccumulateGrad"}
+    grads = {name: leaf_variable(nodes[node_id]).grad for node_id, names in leaves.items() for name in (names or [node_id])}
+    return Replay(
+        graph=result.graph,
+        starts=[ReplayStart(start.root.name, ids[start.root.node], start.input_nr, start.grad) for start in starts],
+        steps=steps,
+        grads=grads,
+    )
 
 
 def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
