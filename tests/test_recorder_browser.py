@@ -17,6 +17,7 @@ import pytest
 import torch
 from test_recorder import BAD_STEP, NormalisedNet, batches, train
 from test_site_browser import browser  # noqa: F401  (a fixture: Debian's Chromium through Playwright)
+from test_viewer_browser import open_page  # noqa: F401  (a fixture: a page opened from file:// with the network blocked)
 
 import gradexport
 from gradexport.frontends.cli import main
@@ -36,23 +37,11 @@ def bundle_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return page, kept
 
 
-def test_the_bundle_opens_on_the_divergent_node_beside_the_healthy_step(browser: Any, bundle_page: tuple[Path, dict[str, Any]]) -> None:  # noqa: F811
+def test_the_bundle_opens_on_the_divergent_node_beside_the_healthy_step(open_page: Any, bundle_page: tuple[Path, dict[str, Any]]) -> None:  # noqa: F811
     path, kept = bundle_page
     bundle = gradexport.load_bundle(path.with_name("bad-step-000017.json"))
-    page = browser.new_page()
-    outside: list[str] = []
-
-    def only_the_page(route: Any) -> None:
-        if route.request.url == path.as_uri():
-            route.continue_()
-        else:
-            outside.append(route.request.url)
-            route.abort()
-
-    page.route("**/*", only_the_page)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(path.as_uri(), wait_until="load")
+    opened = open_page(path, in_frame=True)  # checks, as it closes the page, that nothing left it and nothing failed
+    page = opened.page
     page.wait_for_function("window.gradexportBundle !== undefined")
     page.evaluate("window.gradexportBundle.ready")
     head = page.inner_text(".gx-bundle-head")
@@ -79,5 +68,3 @@ def test_the_bundle_opens_on_the_divergent_node_beside_the_healthy_step(browser:
         assert bad_pane.evaluate(f"window.gradexportViewer.leafGrad({node!r})")["values"] == repr(kept[name]), name
     assert kept["fc1.weight"].isnan().any()
     page.screenshot(path=str(path.with_suffix(".png")))
-    assert errors == [] and outside == []
-    page.close()

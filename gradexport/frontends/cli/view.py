@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,6 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
 
 def _view_bundle(argv: Sequence[str]) -> int:
     """``gradexport view BUNDLE``: the page of a flight-recorder bundle, the bad step beside the healthy one."""
-    import webbrowser
-
     from ...api.export import to_html
     from ...backward.bundle_file import load_bundle
 
@@ -90,23 +88,11 @@ def _view_bundle(argv: Sequence[str]) -> int:
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
-    source = Path(args.bundle)
-    page = Path(args.output) if args.output else source.with_suffix(".html")
-    try:
-        page.write_text(to_html(load_bundle(source)), encoding="utf-8")
-    except (OSError, ValueError, KeyError) as error:
-        print(f"{PROG} view: error: {one_line(error)}", file=sys.stderr)
-        return 1
-    if not args.no_open:
-        webbrowser.open(page.resolve().as_uri())
-    print_lines([str(page) if args.no_open else f"opened {page.resolve().as_uri()}"])
-    return 0
+    return _write_page(Path(args.bundle), args, lambda source: to_html(load_bundle(source)))
 
 
 def _view_watch(argv: Sequence[str]) -> int:
     """``gradexport view --watch PATH``: the viewer page of a `gradexport.watch` file's graph at its last step."""
-    import webbrowser
-
     from ...api.export import to_html
     from ...backward.watch_file import load_watch
 
@@ -119,10 +105,16 @@ def _view_watch(argv: Sequence[str]) -> int:
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
-    source = Path(args.watch)
+    return _write_page(Path(args.watch), args, lambda source: to_html(load_watch(source)))
+
+
+def _write_page(source: Path, args: argparse.Namespace, page_of: Callable[[Path], str]) -> int:
+    """Write the page ``page_of(source)`` to ``-o`` (default: ``source`` with ``.html``) and open it unless ``--no-open``."""
+    import webbrowser
+
     page = Path(args.output) if args.output else source.with_suffix(".html")
     try:
-        page.write_text(to_html(load_watch(source)), encoding="utf-8")
+        page.write_text(page_of(source), encoding="utf-8")
     except (OSError, ValueError, KeyError) as error:
         print(f"{PROG} view: error: {one_line(error)}", file=sys.stderr)
         return 1
