@@ -15,6 +15,7 @@ from typing import Any
 import networkx as nx
 import pytest
 import torch
+from nx_compat import node_link_graph
 from torch import nn
 
 import gradexport
@@ -68,6 +69,8 @@ def train(model: nn.Module, data: list[tuple[torch.Tensor, torch.Tensor]], folde
             loss.backward()
             if kept is not None and step == BAD_STEP:
                 kept.update({name: param.grad.clone() for name, param in model.named_parameters()}, outputs=outputs)
+            if kept is not None:
+                kept.setdefault("by_step", {})[step] = {name: param.grad.clone() for name, param in model.named_parameters()}
             for handle in handles:
                 handle.remove()
             optimizer.step()
@@ -143,6 +146,15 @@ def test_the_bundle_holds_torchs_own_gradients_of_the_bad_step(step_17: tuple[Bu
     assert kept["outputs"]["fc1"].isnan().any() and not kept["outputs"]["fc2"].isnan().any()
 
 
+def test_the_healthy_step_kept_holds_torchs_own_gradients_of_that_step(step_17: tuple[Bundle, dict[str, Any], Any]) -> None:
+    bundle, kept, _ = step_17
+    assert bundle.healthy is not None
+    graph, trained = bundle.healthy.graph, kept["by_step"][bundle.healthy.step]
+    for name, grad in trained.items():
+        assert torch.equal(edge_grad_into(graph, leaf(graph, name)).reshape(grad.shape), grad), name
+    assert all(torch.isfinite(grad).all() for grad in trained.values())
+
+
 def test_the_divergent_node_is_where_torch_first_sent_a_nan_with_its_forward_line(step_17: tuple[Bundle, dict[str, Any], Any]) -> None:
     bundle, _, _ = step_17
     node = bundle.divergence
@@ -179,15 +191,18 @@ def test_the_divergent_node_is_where_torch_first_sent_a_nan_with_its_forward_lin
 
 
 def test_training_under_the_recorder_is_bit_identical_to_training_without(tmp_path: Path) -> None:
+    """With Dropout and BatchNorm, and a jump so low that most steps are bad: every re-run (bad and kept) leaves training alone."""
+
     def run(folder: Path | None) -> list[torch.Tensor]:
         torch.manual_seed(0)
         model = nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.ReLU(), nn.Linear(8, 1))
-        train(model, batches(12, bad_step=None), folder, healthy_every=3)
+        train(model, batches(12, bad_step=None), folder, jump=1.01, max_bundles=100)
         return [param.detach().clone() for param in model.parameters()] + [buffer.clone() for buffer in model.buffers()]
 
     plain, watched = run(None), run(tmp_path)
     assert all(torch.equal(a, b) for a, b in zip(plain, watched, strict=True))
-    assert list(tmp_path.iterdir()) == []
+    bundles = [gradexport.load_bundle(path) for path in sorted(tmp_path.iterdir())]
+    assert len(bundles) >= 2 and all(b.bad.reproduced and b.healthy is not None and b.healthy.reproduced for b in bundles)
 
 
 def test_a_nan_loss_with_finite_gradients_is_a_bad_step(tmp_path: Path) -> None:
@@ -203,7 +218,7 @@ def test_a_nan_loss_with_finite_gradients_is_a_bad_step(tmp_path: Path) -> None:
     bundle = gradexport.load_bundle(tmp_path / "bad-step-000002.json")
     assert math.isnan(bundle.bad.loss) and bundle.bad.reasons[0] == "the loss is nan"
     assert all(math.isfinite(p.grad.norm()) for p in model.parameters())
-    assert bundle.healthy is not None and bundle.healthy.step == 0
+    assert bundle.healthy is not None and bundle.healthy.step == 1
 
 
 def test_a_gradient_norm_jump_is_a_bad_step_and_the_divergence_is_where_it_jumped(tmp_path: Path) -> None:
@@ -283,7 +298,7 @@ def test_a_missing_bundle_and_bad_settings_are_refused(tmp_path: Path) -> None:
 def test_the_bundle_is_json_any_machine_reads(written: Path) -> None:
     document = json.loads(written.read_text(encoding="utf-8"))
     assert document["format"] == "gradexport-bundle" and document["bad"]["step"] == 0
-    assert nx.node_link_graph(document["bad"]["graph"], edges="edges").number_of_nodes() > 0
+    assert node_link_graph(document["bad"]["graph"]).number_of_nodes() > 0
 
 
 def test_view_writes_the_bundle_page_and_refuses_a_damaged_bundle(written: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,7 +45,6 @@ Examples:
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import os
@@ -57,6 +56,7 @@ from typing import Any
 import networkx as nx
 
 from ..core.errors import GraphFormatError, file_error
+from .watch_file import EDGES_KEYWORD
 
 __all__ = ["FORMAT", "VERSION", "Bundle", "BundleStep", "bundle_name", "divergent_node", "graph_data", "load_bundle", "write_bundle"]
 
@@ -65,8 +65,6 @@ FORMAT = "gradexport-bundle"
 #: The bundle's ``version``.
 VERSION = 1
 
-# networkx 3.4 renamed node_link_data's `link` keyword to `edges`; 3.2 and 3.3 know only `link`.
-_EDGES = {"edges": "edges"} if "edges" in inspect.signature(nx.node_link_data).parameters else {"link": "edges"}
 _STEP_FIELDS = {"step", "reasons", "loss", "grad_norm", "reproduced", "forward_origin", "graph"}
 
 
@@ -82,7 +80,7 @@ def bundle_name(step: int) -> str:
 
 def graph_data(graph: nx.MultiDiGraph) -> dict[str, Any]:
     """``graph`` as the node-link data a bundle holds (edges under ``"edges"``)."""
-    return dict(nx.node_link_data(graph, **_EDGES))
+    return dict(nx.node_link_data(graph, **EDGES_KEYWORD))
 
 
 @dataclass(frozen=True)
@@ -95,8 +93,10 @@ class BundleStep:
         loss: The loss ``backward()`` was called on (its sum when it is not a
             scalar), ``None`` when the recorder saw no ``backward()`` call.
         grad_norm: The 2-norm over every parameter's ``.grad``.
-        reproduced: Whether the re-run of the step gave every parameter the
-            very ``.grad`` the training step gave (bit for bit).
+        reproduced: For the bad step, whether its re-run gave every
+            parameter the very ``.grad`` the training step gave (bit for bit);
+            for the healthy step, whether the re-run's gradient norm equals
+            the one measured at that step.
         forward_origin: The first forward op whose result held NaN or Inf
             (see the module's docstring for its keys), else ``None``.
         graph: The step's backward graph, each edge's gradient under ``grad``.
@@ -118,8 +118,8 @@ class Bundle:
     Attributes:
         path: The file it was read from.
         bad: The bad step.
-        healthy: The last healthy step the recorder kept before it (it keeps
-            every ``healthy_every``-th healthy step), ``None`` when it kept none.
+        healthy: The last healthy step the recorder kept before it (the step
+            before, unless ``healthy_every`` is above 1), ``None`` when it kept none.
         divergence: The id of the node of ``bad.graph`` where the two steps
             first differ (`divergent_node`), ``None`` when none does.
         jump: The gradient-norm jump factor the recorder judged by.
@@ -279,7 +279,7 @@ def load_bundle(path: str | os.PathLike[str]) -> Bundle:
 
 
 def _graph(data: dict[str, Any]) -> nx.MultiDiGraph:
-    graph = nx.node_link_graph(data, **_EDGES)
+    graph = nx.node_link_graph(data, **EDGES_KEYWORD)
     if not isinstance(graph, nx.MultiDiGraph):
         raise _Misfit("graph: expected a directed multigraph")
     return graph

@@ -24,17 +24,23 @@ Around the re-run it sets aside and restores each ``.grad``, the module
 buffers (BatchNorm's running statistics) and the generators' state, so that
 training goes on exactly as without the recorder.
 
-The same re-run keeps a healthy step: the first, then one every
-``healthy_every`` steps (a re-run costs a few training steps, so keeping a
-healthy step at every step would break the recorder's cost bound). Each
-bundle holds the bad step and the last healthy step kept before it, and says
-which step that is.
+A healthy step is kept without a re-run: its calls (as above) stay held, and
+the weights it ran with (parameters and buffers) are copied, with one
+``_foreach_copy_``, into tensors kept between steps. Only when a bad step
+comes is the kept step re-run, the same way, on those weights
+(`torch.func.functional_call`, so the model's own parameters are not
+touched), and its gradient norm is checked against the one measured at that
+step. By default every healthy step is kept (``healthy_every=1``), so the
+bundle's healthy step is the step just before the bad one (or the last
+healthy step before it); ``healthy_every=k`` copies the weights only every
+``k`` steps.
 
-Memory held: the last healthy step's record (its graph with a summary of each
-edge's gradient: about 1 kB per edge) and the current step's references (its
-inputs, its outputs' gradients, one generator state of 5 kB per device); no
-copy of the parameters. At most ``max_bundles`` bundles are written (default
-`MAX_BUNDLES`); later bad steps are counted in `FlightRecorder.bad_steps`.
+Memory held: one copy of the model's parameters and buffers; the current
+step's and the kept step's references (their inputs, one copy of their
+outputs' gradients, one generator state of 5 kB per device). A bundle adds
+nothing that stays: it is written and dropped. At most ``max_bundles``
+bundles are written (default `MAX_BUNDLES`); later bad steps are counted in
+`FlightRecorder.bad_steps`.
 
 Examples:
     >>> import os, tempfile, torch, gradexport
@@ -53,7 +59,7 @@ Examples:
     ['bad-step-000003.json']
     >>> bundle = gradexport.load_bundle(os.path.join(folder, "bad-step-000003.json"))
     >>> bundle.bad.reasons[0], bundle.healthy.step, bundle.bad.reproduced
-    ('the loss is nan', 0, True)
+    ('the loss is nan', 2, True)
 """
 
 from __future__ import annotations
@@ -73,13 +79,13 @@ import torch
 from torch import nn
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, UnreproducedStepWarning
-from ..tracing._torch import foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
 from ..tracing.forward_values import ForwardOrigin, check_of
 from ..tracing.graph import Trace, trace
 from ..tracing.lines import capture_source
 from ..tracing.modules import capture_modules
 from .bundle_file import bundle_name, graph_data, write_bundle
-from .nonfinite import _named_leaves, _named_origin
+from .nonfinite import _named_origin
 from .record_gradients import record_flow
 from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import Start, start_gradients
@@ -89,8 +95,8 @@ __all__ = ["BASELINE_STEPS", "HEALTHY_EVERY", "JUMP", "MAX_BUNDLES", "BadSteps",
 
 #: Default factor of the gradient-norm jump that makes a step bad.
 JUMP = 10.0
-#: Default: keep a healthy step every this many steps.
-HEALTHY_EVERY = 50
+#: Default: keep a healthy step every this many steps (each keep copies the weights).
+HEALTHY_EVERY = 1
 #: Default most bundles one watch writes.
 MAX_BUNDLES = 10
 #: How many recent healthy steps' gradient norms the jump is judged against.
@@ -110,7 +116,8 @@ class BadSteps:
         jump: A step whose gradient norm is more than ``jump`` times the mean
             of the last `BASELINE_STEPS` healthy steps is bad.
         healthy_every: Keep the first healthy step, then one every
-            ``healthy_every`` steps, for the bundles to compare with.
+            ``healthy_every`` steps, for the bundles to compare with (each
+            keep copies the model's parameters and buffers into one copy held).
         max_bundles: Write at most this many bundles.
 
     Examples:
@@ -145,6 +152,16 @@ class _Call:
     finite: torch.Tensor | None = None
 
 
+@dataclass
+class _Kept:
+    """The last healthy step kept: its calls, its figures, and a copy of the weights it ran with."""
+
+    step: int
+    calls: list[_Call]
+    loss: float | None
+    grad_norm: float | None
+
+
 class FlightRecorder:
     """Hooks on a model that keep what reproduces its current step, and write a bundle when the step goes bad.
 
@@ -165,7 +182,9 @@ class FlightRecorder:
         self._calls: list[_Call] = []
         self._losses: list[torch.Tensor] = []
         self._baseline: deque[float] = deque(maxlen=BASELINE_STEPS)
-        self._healthy: dict[str, Any] | None = None
+        self._healthy: _Kept | None = None
+        # The weights (parameters and buffers) of the healthy step kept, copied into tensors kept between steps.
+        self._weights: dict[str, torch.Tensor] = {}
         self._replaying = False
         self._handles: list[Any] = []
 
@@ -226,13 +245,16 @@ class FlightRecorder:
         if not reasons:
             if grad_norm is not None:
                 self._baseline.append(grad_norm)
-            if calls and (self._healthy is None or step - self._healthy["step"] >= self.settings.healthy_every):
-                self._healthy = self._record(step, calls, (), loss, grad_norm)
+            if calls and (self._healthy is None or step - self._healthy.step >= self.settings.healthy_every):
+                self._keep_weights()
+                self._healthy = _Kept(step, calls, loss, grad_norm)
             return None
         self.bad_steps.append(step)
         if len(self.bundles) >= self.settings.max_bundles:
             return None
         record = self._record(step, calls, reasons, loss, grad_norm)
+        kept = self._healthy
+        healthy = None if kept is None else self._record(kept.step, kept.calls, (), kept.loss, kept.grad_norm, weights=self._weights)
         if record is None:
             warnings.warn(
                 f"watch(bad_steps=...): step {step} went bad ({'; '.join(reasons)}) but the model was not called with gradients"
@@ -242,13 +264,26 @@ class FlightRecorder:
             )
             return None
         path = self.folder / bundle_name(step)
-        write_bundle(path, bad=record, healthy=self._healthy, jump=float(self.settings.jump), healthy_every=self.settings.healthy_every)
+        write_bundle(path, bad=record, healthy=healthy, jump=float(self.settings.jump), healthy_every=self.settings.healthy_every)
         self.bundles.append(path)
         return path
 
-    def _measure(self, calls: list[_Call], losses: list[torch.Tensor]) -> tuple[float | None, float | None, bool]:
-        """The gradient norm over every ``.grad``, the loss, and whether the model's outputs were finite: one transfer."""
-        grads = [param.grad.detach() for _, param in self._params if param.grad is not None and param.grad.numel()]
+    def _keep_weights(self) -> None:
+        """Copy the model's parameters and buffers, as the step that ends used them, into `_weights`."""
+        current = {**dict(self.model.named_parameters()), **dict(self.model.named_buffers())}
+        kept = self._weights
+        if kept.keys() != current.keys() or any(kept[name].shape != value.shape or kept[name].dtype != value.dtype for name, value in current.items()):
+            kept = self._weights = {name: torch.empty_like(value, memory_format=torch.preserve_format) for name, value in current.items()}
+        with torch.no_grad():
+            foreach_copy_(list(kept.values()), [value.detach() for value in current.values()])
+
+    def _measure(self, calls: list[_Call], losses: list[torch.Tensor], leaves: list[torch.Tensor] | None = None) -> tuple[float | None, float | None, bool]:
+        """The gradient norm over every ``.grad`` (of the model's parameters, or of ``leaves``), the loss, and whether the outputs were finite.
+
+        One device-to-host transfer.
+        """
+        tensors = [param for _, param in self._params] if leaves is None else leaves
+        grads = [tensor.grad.detach() for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
         with torch.no_grad():
             values: list[torch.Tensor] = []
             if grads:
@@ -282,25 +317,43 @@ class FlightRecorder:
 
     # --- running a step again ------------------------------------------------------------
 
-    def _record(self, step: int, calls: list[_Call], reasons: tuple[str, ...], loss: float | None, grad_norm: float | None) -> dict[str, Any] | None:
-        """Run the step's calls again with a recorded backward; its record as a bundle holds it (``None`` if nothing to run)."""
+    def _record(
+        self,
+        step: int,
+        calls: list[_Call],
+        reasons: tuple[str, ...],
+        loss: float | None,
+        grad_norm: float | None,
+        *,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> dict[str, Any] | None:
+        """Run the step's calls again with a recorded backward; its record as a bundle holds it (``None`` if nothing to run).
+
+        With ``weights`` (a step kept earlier), the model runs on those
+        parameters and buffers (`torch.func.functional_call`), whose gradients
+        go to the copies; without, on its own, whose ``.grad`` is set aside.
+        """
         calls = [call for call in calls if call.output_grads]
         if not calls:
             return None
+        leaves = dict(self._params) if weights is None else {name: weights[name].requires_grad_(True) for name, _ in self._params}
         with self._set_aside() as trained:
             roots: list[torch.Tensor] = []
             grads: list[torch.Tensor] = []
             with capture_modules(), capture_source():
                 for call in calls:
                     self._set_generators(call.generators)
-                    output = self.model(*call.args, **call.kwargs)
+                    if weights is None:
+                        output = self.model(*call.args, **call.kwargs)
+                    else:
+                        output = torch.func.functional_call(self.model, weights, call.args, call.kwargs)
                     tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
                     for position, tensor in enumerate(tensors):
                         if position in call.output_grads:
                             roots.append(tensor)
                             grads.append(call.output_grads[position])
             try:
-                result = trace(roots, module=self.model, caller="watch(bad_steps=...)")
+                result = trace(roots, params=leaves, module=self.model, caller="watch(bad_steps=...)")
             except RootError:
                 return None
             starts = start_gradients(result.roots, grads, caller="watch(bad_steps=...)")
@@ -319,8 +372,14 @@ class FlightRecorder:
             check = check_of([*(root.node for root in result.roots), *result.ids])
             origin = None
             if check is not None and check.origin is not None:
-                origin = _origin_data(_named_origin(check.origin, result, _named_leaves(None, self.model), self.model))
-            reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
+                origin = _origin_data(_named_origin(check.origin, result, list(leaves.items()), self.model))
+            if weights is None:
+                reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
+            else:  # the step's own gradients were not kept (a copy per step): their norm was, computed the same way
+                reproduced = self._measure([], [], list(leaves.values()))[0] == grad_norm
+                for tensor in leaves.values():
+                    tensor.grad = None
+                    tensor.requires_grad_(False)
             graph = graph_data(result.graph)
         return {
             "step": step,
