@@ -118,8 +118,8 @@ class Bundle:
     Attributes:
         path: The file it was read from.
         bad: The bad step.
-        healthy: The last healthy step the recorder kept before it (the step
-            before, unless ``healthy_every`` is above 1), ``None`` when it kept none.
+        healthy: The last healthy step the recorder kept before it (the first,
+            then one every ``healthy_every``), ``None`` when it kept none.
         divergence: The id of the node of ``bad.graph`` where the two steps
             first differ (`divergent_node`), ``None`` when none does.
         jump: The gradient-norm jump factor the recorder judged by.
