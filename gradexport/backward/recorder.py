@@ -31,9 +31,9 @@ comes is the kept step re-run, the same way, on those weights
 (`torch.func.functional_call`, so the model's own parameters are not
 touched), and its gradient norm is checked against the one measured at that
 step. By default the first healthy step is kept and then one every 10
-(``healthy_every=10``: a copy of the weights at every step cost up to 6% of
-a small model's step), so the bundle's healthy step is at most 10 steps
-before the bad one; ``healthy_every=1`` keeps the step just before it.
+(``healthy_every=10``, so that the copy is paid once in 10 steps), so the
+bundle's healthy step is at most 10 steps before the bad one;
+``healthy_every=1`` keeps the step just before it.
 
 Memory held: one copy of the model's parameters and buffers; the current
 step's and the kept step's references (their inputs, one copy of their
@@ -171,6 +171,13 @@ class FlightRecorder:
     """
 
     def __init__(self, model: nn.Module, settings: BadSteps) -> None:
+        distributed = torch.distributed
+        if distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1:
+            # The re-run's backward on the real parameters would fire DDP's and FSDP's gradient hooks, a collective on one rank only.
+            raise ArgumentValueError(
+                "watch(bad_steps=...) does not run under torch.distributed with more than one rank: the re-run of a bad step"
+                " would start collectives on one rank; record on a single process"
+            )
         self.model = model
         self.settings = settings
         self.folder = Path(settings.folder)
@@ -298,9 +305,7 @@ class FlightRecorder:
             numbers = torch.stack([value.to(device) for value in values]).tolist()
         grad_norm = numbers.pop(0) if grads else None
         loss = numbers.pop(0) if losses else None
-        finite = all(math.isfinite(total) for total in numbers) or all(
-            bool(torch.isfinite(output).all()) for call in calls for output in call.outputs or ()
-        )
+        finite = all(math.isfinite(total) for total in numbers) or all(bool(torch.isfinite(output).all()) for call in calls for output in call.outputs or ())
         return grad_norm, loss, finite
 
     def _reasons(self, grad_norm: float | None, loss: float | None, output_finite: bool) -> tuple[str, ...]:
