@@ -14,7 +14,12 @@
   (`gradexport.find_nonfinite`);
 - `gradexport.backward.watch`: gradients per parameter and module over a
   training loop (`gradexport.watch`), into the file of
-  `gradexport.backward.watch_file` (`gradexport.records.load_watch`).
+  `gradexport.backward.watch_file` (`gradexport.records.load_watch`);
+- `gradexport.backward.recorder`: the flight recorder of ``watch(...,
+  bad_steps=FOLDER)``, which re-runs a bad step and the last healthy step kept
+  into a bundle, the file of `gradexport.backward.bundle_file`
+  (`gradexport.load_bundle`; torch-free, like `watch_file`, so that the
+  recorder can write it from this wing).
 
 May import: core, tracing.
 """

@@ -292,7 +292,7 @@ class FlightRecorder:
         One device-to-host transfer.
         """
         tensors = [param for _, param in self._params] if leaves is None else leaves
-        grads = [tensor.grad.detach() for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
+        grads = [tensor.grad for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
         with torch.no_grad():
             values: list[torch.Tensor] = []
             if grads:
