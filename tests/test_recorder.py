@@ -332,3 +332,63 @@ def test_bad_steps_are_refused_under_two_ranks(tmp_path: Path) -> None:
     for rank in (0, 1):
         assert "does not run under torch.distributed with more than one rank" in (tmp_path / f"rank{rank}.txt").read_text(encoding="utf-8")
     assert not (tmp_path / "bad").exists()
+
+
+class LogLayer(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+
+def test_the_bundle_names_the_forward_origin_torch_saw_first_with_its_line(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.Softplus(), LogLayer(), nn.Linear(3, 1))
+    # torch's own answer, from forward hooks: the first module whose output holds NaN though its input did not.
+    first_bad: list[str] = []
+
+    def note(name: str) -> Any:
+        def hook(_: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+            if not first_bad and torch.isfinite(inputs[0]).all() and not torch.isfinite(output).all():
+                first_bad.append(name)
+
+        return hook
+
+    handles = [module.register_forward_hook(note(name)) for name, module in model.named_children()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gradexport.watch(model, optimizer=optimizer, bad_steps=tmp_path):
+        for step in range(4):
+            optimizer.zero_grad()
+            x = torch.ones(2, 2)
+            if step == 3:
+                with torch.no_grad():
+                    model[0].bias.fill_(-1e30)  # softplus(-1e30) = 0: the log of 0 is -inf, then NaN downstream
+            model(x).sum().backward()
+            optimizer.step()
+    for handle in handles:
+        handle.remove()
+    origin = gradexport.load_bundle(tmp_path / "bad-step-000003.json").bad.forward_origin
+    assert first_bad == ["2"]
+    assert origin is not None and origin["op"] == "log" and origin["module"] == first_bad[0] and origin["cause"] == "made"
+    assert origin["source_code"] == "return torch.log(x)" and origin["source"].endswith(f"test_recorder.py:{LogLayer.forward.__code__.co_firstlineno + 1}")
+
+
+@pytest.mark.slow
+def test_a_compiled_model_is_recorded_with_torchs_own_gradients(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    inner = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+    model = torch.compile(inner, backend="aot_eager")
+    optimizer = torch.optim.SGD(inner.parameters(), lr=0.1)
+    trained: dict[str, torch.Tensor] = {}
+    with gradexport.watch(model, optimizer=optimizer, bad_steps=tmp_path):
+        for step in range(4):
+            optimizer.zero_grad()
+            model(torch.ones(2, 3) * (math.nan if step == 3 else 1.0)).sum().backward()
+            trained = {name: param.grad.clone() for name, param in inner.named_parameters()}
+            optimizer.step()
+    bundle = gradexport.load_bundle(tmp_path / "bad-step-000003.json")
+    graph = bundle.bad.graph
+    assert "CompiledFunctionBackward" in {op for _, op in graph.nodes(data="op")}
+    assert bundle.bad.reproduced and bundle.healthy is not None and bundle.healthy.reproduced
+    for name, grad in trained.items():
+        (node,) = [node for node, names in graph.nodes(data="names") if names and any(name.endswith(n) or n.endswith(name) for n in names)]
+        recorded = edge_grad_into(graph, node).reshape(grad.shape)
+        assert torch.equal(recorded.isnan(), grad.isnan()) and torch.equal(recorded.nan_to_num(), grad.nan_to_num()), name
