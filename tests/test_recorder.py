@@ -22,6 +22,7 @@ import gradexport
 from gradexport.errors import GraphFormatError, MissingFileError, UnreproducedStepWarning
 from gradexport.records import Bundle
 from gradexport.tools import BadSteps
+from gradexport.tracing._torch import TORCH_VERSION
 
 BAD_STEP = 17
 
@@ -372,6 +373,10 @@ def test_the_bundle_names_the_forward_origin_torch_saw_first_with_its_line(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    TORCH_VERSION < (2, 2),
+    reason="torch 2.1's Dynamo fails on watch's module hooks (InternalTorchDynamoError, without bad_steps too); measured on 2.1, passes on 2.13 and 2.15",
+)
 def test_a_compiled_model_is_recorded_with_torchs_own_gradients(tmp_path: Path) -> None:
     torch.manual_seed(0)
     inner = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
