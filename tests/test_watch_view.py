@@ -16,7 +16,11 @@ from gradexport.frontends.cli import main
 
 
 def watched_history(
-    tmp_path: Path, per_step: list[dict[str, float]] | None = None, depth: int = 2, activation: type[nn.Module] = nn.Tanh
+    tmp_path: Path,
+    per_step: list[dict[str, float]] | None = None,
+    depth: int = 2,
+    activation: type[nn.Module] = nn.Tanh,
+    grad_norms: list[dict[str, float]] | None = None,
 ) -> tuple[Path, dict[str, float]]:
     torch.manual_seed(0)
     layers: list[nn.Module] = [nn.Linear(4, 8), activation()]
@@ -36,6 +40,8 @@ def watched_history(
         for _ in range(3):
             optimizer.zero_grad()
             model(torch.randn(8, 4)).pow(2).mean().backward()
+            if grad_norms is not None:
+                grad_norms.append({name: float(torch.linalg.vector_norm(p.grad)) for name, p in model.named_parameters() if p.grad is not None})
             optimizer.step()
             if per_step is not None:
                 per_step.append(dict(outputs))
@@ -93,6 +99,8 @@ def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, brow
         values = page.evaluate(f"{api}.iteration({k})")
         graph = history.graph(k)
         for node, value in values.items():
+            if graph.nodes[node].get("kind") == "leaf":
+                continue  # a parameter's own norm (test_each_parameters_leaf_carries_its_own_norm_at_every_step)
             assert value == pytest.approx(per_step[k][graph.nodes[node]["module"]], rel=1e-6)
         assert {graph.nodes[node]["module"] for node in values} >= {"0", "2", "4"}
         assert page.evaluate(RANGE) == legend_last  # one scale for every step
@@ -119,8 +127,69 @@ def test_vanishing_modules_are_flagged_and_searchable(tmp_path: Path, browser: A
     page_path.write_text(gradexport.to_html(history), encoding="utf-8")
     page, errors = open_page(browser, page_path)
     found = page.evaluate("window.gradexportViewer.search('vanishing')")
+    # One match per flagged layer: its module's group, not each of the layer's nodes.
+    assert sorted(found) == sorted(f"module:{module}" for module in flagged)
+    assert page.evaluate("document.querySelector('.gx-results').children.length") == len(flagged)
+    assert errors == []
+    page.close()
+
+
+def vanishing_page(tmp_path: Path, browser: Any, grad_norms: list[dict[str, float]] | None = None) -> tuple[Any, list[str], Any]:  # noqa: F811
+    path, _ = watched_history(tmp_path, depth=12, activation=nn.Sigmoid, grad_norms=grad_norms)
+    history = gradexport.records.load_watch(path)
+    page_path = tmp_path / "sigmoid.html"
+    page_path.write_text(gradexport.to_html(history), encoding="utf-8")
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.route("**/*", lambda route: route.continue_() if route.request.url == page_path.as_uri() else route.abort())
+    page.goto(page_path.as_uri(), wait_until="load")
+    page.wait_for_function("window.gradexportViewer !== undefined")
+    page.evaluate("window.gradexportViewer.ready")
+    return page, errors, history
+
+
+@pytest.mark.browser
+def test_the_page_opens_on_the_vanishing_layer_with_the_smallest_gradient(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    page, errors, history = vanishing_page(tmp_path, browser)
+    norms = history.module_norms(history.steps[-1])
+    vanishing = [module for module, reasons in history.flags().items() if any(reason.startswith("vanishing") for reason in reasons)]
+    deepest = min(vanishing, key=lambda module: norms[module])
+    assert norms[deepest] < max(value for value in norms.values() if value is not None) * 1e-3  # the case is real
+    heading = page.evaluate("document.querySelector('.gx-panel h2').textContent")
+    assert heading.split(":")[0] == deepest
+    assert page.evaluate("document.querySelector('.gx-crumbs .gx-here').textContent").split(":")[0] == deepest
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_each_parameters_leaf_carries_its_own_norm_at_every_step(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    grad_norms: list[dict[str, float]] = []
+    page, errors, history = vanishing_page(tmp_path, browser, grad_norms)
     graph = history.graph()
-    assert found and {graph.nodes[node]["module"] for node in found} == flagged
+    leaves = {node: data["names"][0] for node, data in graph.nodes(data=True) if data.get("kind") == "leaf" and data.get("names")}
+    assert len(leaves) == len(grad_norms[0])
+    for k in range(len(history.steps)):
+        values = page.evaluate(f"window.gradexportViewer.iteration({k})")
+        for node, name in leaves.items():
+            assert values[node] == pytest.approx(grad_norms[k][name], rel=1e-6), (k, name)
+    node, name = next(iter(leaves.items()))
+    page.evaluate("id => window.gradexportViewer.select(id)", node)
+    assert page.evaluate("document.querySelector('.gx-watch h3').textContent").startswith(f"‖{name}.grad‖")
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_the_graph_panel_sums_the_history_up_instead_of_listing_every_float(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    page, errors, history = vanishing_page(tmp_path, browser)
+    page.evaluate("document.querySelector('.gx-crumbs button').click()")  # "graph": the graph's own panel
+    text = page.evaluate("document.querySelector('.gx-watch-summary').parentElement.textContent")
+    assert f"{len(history.flags())} flagged layers" in text
+    assert "watch_modules" not in text and "watch_params" not in text
+    numbers = [token for token in text.replace(",", " ").split() if any(ch.isdigit() for ch in token)]
+    assert len(numbers) < 10 * len(history.flags()) + 20  # a few figures per flagged layer, not every step's norm of every module
     assert errors == []
     page.close()
 

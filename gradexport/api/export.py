@@ -329,6 +329,8 @@ def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGrap
     modules = {name: table.column(name) for name in table.columns}
     graph.graph["watch_steps"] = list(history.steps)
     graph.graph["watch_modules"] = modules
+    norms = history.param_table("norm")
+    graph.graph["watch_params"] = {name: norms.column(name) for name in norms.columns}
     flags = history.flags(step) if history.steps else {}
     graph.graph["watch_flags"] = flags
     for _, data in graph.nodes(data=True):

@@ -751,11 +751,12 @@ export function pathMarks(graph, target) {
   return marks;
 }
 
-const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code", "watch_flag"];
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code"];
 
 /**
  * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or
- * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`.
+ * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`;
+ * on a watch page also the module groups whose flags do ("vanishing", "exploding").
  * @param {Graph} graph
  * @param {Folds} folds
  * @param {string} text
@@ -768,8 +769,10 @@ export function search(graph, folds, text) {
   /** @type {(value: unknown) => boolean} */
   const hit = (value) =>
     typeof value === "string" ? value.toLowerCase().includes(needle) : Array.isArray(value) && value.some(hit);
+  // A watch page's flags ("vanishing: ...", "exploding: ...") belong to the flagged layer's group, not to each of its nodes.
+  const flags = new Map(Object.entries((graph.data.graph && graph.data.graph.watch_flags) || {}));
   for (const group of folds.groups) {
-    if (group.kind === "module" && (hit(group.path) || hit(group.moduleClass))) found.push(group.id);
+    if (group.kind === "module" && (hit(group.path) || hit(group.moduleClass) || hit(flags.get(group.path || "")))) found.push(group.id);
   }
   for (let i = 0; i < graph.n; i++) {
     for (const key of SEARCHED) {

@@ -22,7 +22,7 @@ import { showCrumbs, showPanel } from "./panel.js";
 import { centerOn, paintMarks, revealOrigins, showOrigin } from "./selection.js";
 import { Stepper } from "./stepper.js";
 import { Steps } from "./steps.js";
-import { mountWatch, watchState } from "./watch.js";
+import { mountWatch, showVanishing, watchState } from "./watch.js";
 
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
@@ -118,7 +118,8 @@ export class Viewer {
         if (this.stepper) this.stepper.go(0);
         return showOrigin(this, visible);
       })
-      .then((visible) => this.showFirstChange(visible));
+      .then((visible) => this.showFirstChange(visible))
+      .then((visible) => showVanishing(this, visible));
   }
 
   /** On a diff's page, select the first change and bring it, readable, to the middle; passes `visible` on. */
