@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from browser_fixtures import browser  # noqa: F401
 from torch import nn
 
 import gradexport
-from gradexport.formats.styles import GRAD_COLORS
+from gradexport.formats.styles import WATCH_GRAD_BOUNDS, WATCH_GRAD_COLORS, grad_legend
 from gradexport.frontends.cli import main
 
 
@@ -79,6 +80,7 @@ def open_page(browser: Any, page_path: Path) -> tuple[Any, list[str]]:  # noqa: 
 
 
 EDGE_COLOURS = "[...document.querySelectorAll('.gx-edge-line')].map(p => p.style.stroke).filter(Boolean)"
+EDGE_LABELS = "[...document.querySelectorAll('.gx-edge-label')].map(label => label.textContent)"
 RANGE = "[...document.querySelectorAll('.gx-legend-row')].map(row => row.textContent).join('|')"
 
 
@@ -92,8 +94,8 @@ def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, brow
     page, errors = open_page(browser, page_path)
     api = "window.gradexportViewer"
     assert page.evaluate(f"{api}.iterations()") == [0, 1, 2]
-    assert page.evaluate("document.querySelectorAll('[data-legend^=\"grad-\"]').length") == len(GRAD_COLORS)
-    legend_last, colours_last = page.evaluate(RANGE), page.evaluate(EDGE_COLOURS)
+    assert page.evaluate("document.querySelectorAll('[data-legend^=\"grad-\"]').length") == len(WATCH_GRAD_COLORS)
+    legend_last, colours_last, labels_last = page.evaluate(RANGE), page.evaluate(EDGE_COLOURS), page.evaluate(EDGE_LABELS)
     assert len(colours_last) >= 3
     for k in (0, 1, 2):
         values = page.evaluate(f"{api}.iteration({k})")
@@ -105,7 +107,8 @@ def test_the_step_scrubber_recolours_edges_on_a_fixed_scale(tmp_path: Path, brow
         assert {graph.nodes[node]["module"] for node in values} >= {"0", "2", "4"}
         assert page.evaluate(RANGE) == legend_last  # one scale for every step
     page.evaluate(f"{api}.iteration(0)")
-    assert page.evaluate(EDGE_COLOURS) != colours_last
+    # Another step's norms on the edges (their colours are checked against the scale in test_a_log_scale_...).
+    assert page.evaluate(EDGE_LABELS) != labels_last and len(page.evaluate(EDGE_COLOURS)) == len(colours_last)
     assert page.evaluate("document.querySelector('.gx-watch-step').textContent") == "step 0"
     with pytest.raises(Exception, match="no recorded step"):
         page.evaluate(f"{api}.iteration(7)")
@@ -206,3 +209,32 @@ def test_model_explorer_node_data_per_step_holds_the_module_output_norms(tmp_pat
         if "grad" in d:
             assert results[v].value == pytest.approx(outputs[graph.nodes[v]["module"]], rel=1e-6)
     assert data[0].graphsData["backward"].results != results  # another step, other values
+
+
+@pytest.mark.browser
+def test_a_log_scale_of_three_decades_a_step_tells_vanishing_layers_apart(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    page, errors, history = vanishing_page(tmp_path, browser)
+    page.evaluate("window.gradexportViewer.expandAll()")
+    legend = page.evaluate("[...document.querySelectorAll('[data-legend^=grad-]')].map(row => row.textContent)")
+    assert legend == [text for text, _, _ in grad_legend(WATCH_GRAD_BOUNDS, WATCH_GRAD_COLORS)]
+    strokes = page.evaluate(
+        "[...document.querySelectorAll('.gx-edge')].map(g => [g.querySelector('.gx-edge-line').style.stroke, g.querySelector('.gx-edge-label').textContent])"
+    )
+    small_steps = set()
+    checked = 0
+    for stroke, label in strokes:
+        if not stroke or "‖g‖" not in label or "×" in label:
+            continue
+        norm = float(label.split("‖g‖ ")[1].split()[0])
+        if any(abs(norm - bound) <= 0.01 * bound for bound in WATCH_GRAD_BOUNDS):
+            continue  # printed with 3 digits: a norm at a bound may fall either side
+        step = bisect.bisect_right(WATCH_GRAD_BOUNDS, norm)
+        assert stroke == f"var(--gx-grad-{step})", label
+        checked += 1
+        if norm < 1e-3:
+            small_steps.add(step)
+    norms = [value for value in history.module_norms(history.steps[-1]).values() if value is not None]
+    assert min(norms) < 1e-6 < 1e-3 < max(norms)  # the case spans the decades the old scale painted alike
+    assert checked >= 10 and len(small_steps) >= 2
+    assert errors == []
+    page.close()

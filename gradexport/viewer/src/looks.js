@@ -4,7 +4,7 @@
 // Writes: no viewer field.
 // Changes: the mark of each visible edge it is given (pure: no DOM).
 import { MARKS, edgeMark, nodeMark } from "./model.js";
-import { byteText, nodeLines, printable, tensorText } from "./text.js";
+import { byteText, nodeLines, normText, printable, tensorText } from "./text.js";
 
 export const LINE = 16;
 export const PAD_X = 10;
@@ -135,7 +135,7 @@ export function edgeLines(viewer, edge) {
     if (viewer.options.edge_shapes && "shape" in attributes) lines.push(printable(tensorText(attributes)));
     const grad = viewer.scale ? attributes.grad : null;
     if (grad && typeof grad === "object" && "norm" in grad) {
-      const norm = typeof grad.norm === "number" ? grad.norm.toPrecision(3).replace(/\.?0+(e|$)/, "$1") : String(grad.norm);
+      const norm = typeof grad.norm === "number" ? normText(grad.norm) : String(grad.norm);
       lines.push(`‖g‖ ${norm}`);
     }
   }

@@ -63,6 +63,17 @@ export function moduleTitle(path, classes) {
   return shorten(printable(title));
 }
 
+/**
+ * A gradient norm in 3 significant digits without trailing zeros: 0.5, 100, 0.00001, 3.65e-10 (a zero is
+ * dropped from the mantissa only, never from an exponent or a whole number).
+ * @param {number} norm
+ */
+export function normText(norm) {
+  const [mantissa, exponent] = norm.toPrecision(3).split("e");
+  const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+  return exponent === undefined ? trimmed : `${trimmed}e${exponent}`;
+}
+
 // As gradexport.formats.labels.byte_text.
 /**
  * @param {number} count
