@@ -14,7 +14,8 @@
   (`gradexport.find_nonfinite`);
 - `gradexport.backward.watch`: gradients per parameter and module over a
   training loop (`gradexport.watch`), into the file of
-  `gradexport.backward.watch_file` (`gradexport.records.load_watch`).
+  `gradexport.backward.watch_file` (`gradexport.records.load_watch`); a
+  step's gradient statistics come from `gradexport.backward.watch_stats`.
 
 May import: core, tracing.
 """

@@ -13,8 +13,11 @@ recorded step, and again only after the modules a step calls change (a
 A step ends at ``optimizer.step()`` when the optimizer is given (a step
 pre-hook reads the gradients, a post-hook the update), otherwise at
 `Watch.step`, to be called after ``backward()``. Statistics are computed as
-tensors (``torch._foreach_norm`` over all gradients at once) and turned into
-Python numbers once per step. The hooks return ``None`` and read, never write:
+tensors in as few calls as the gradients allow (`gradexport.backward.watch_stats`:
+one ``torch._foreach_norm`` over all gradients, one padded matrix for all the
+small ones) and turned into Python numbers once per step. A container that
+returns its last child's output (``nn.Sequential``) shares that output's one
+hook and norm. The hooks return ``None`` and read, never write:
 training under `watch` is bit-identical to training without it.
 
 What is recorded under ``DistributedDataParallel``: a parameter's ``.grad``
@@ -66,7 +69,7 @@ from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, register
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
-from .watch_stats import floats, gradient_columns
+from .watch_stats import GradientStatistics, floats
 
 __all__ = ["RECORDED", "Watch", "watch"]
 
@@ -208,6 +211,7 @@ class Watch(AbstractContextManager["Watch"]):
         self._pending: dict[str, Any] | None = None
         self._pending_graph: dict[str, Any] | None = None
         self._buffers: dict[int, torch.Tensor] = {}
+        self._statistics = GradientStatistics()
         self._started = False
 
     # --- life cycle -----------------------------------------------------------------
@@ -240,6 +244,7 @@ class Watch(AbstractContextManager["Watch"]):
             handle.remove()
         self._handles = []
         self._buffers = {}
+        self._statistics = GradientStatistics()
         self._end_tracing()
         if self._file is not None:
             self._file.close()
@@ -355,7 +360,7 @@ class Watch(AbstractContextManager["Watch"]):
         return [index for index, (_, param) in enumerate(self._params) if param.grad is not None and param.grad.numel()]
 
     def _read_gradients(self) -> dict[str, Any]:
-        """The step's statistics: the gradients' from `gradient_columns`, the weights' and module outputs' norms beside.
+        """The step's statistics: the gradients' from `GradientStatistics`, the weights' and module outputs' norms beside.
 
         The parameters are copied into buffers kept between steps for the
         update ratio (``_foreach_copy_``, one call; a ``clone()`` per
@@ -363,7 +368,7 @@ class Watch(AbstractContextManager["Watch"]):
         """
         present = self._present()
         grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
-        gradients = gradient_columns(grads)
+        gradients = self._statistics.columns(grads)
         with torch.no_grad():
             tensors: list[torch.Tensor] = []
             weights = []
