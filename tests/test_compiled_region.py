@@ -44,7 +44,8 @@ class Tiny(nn.Module):
 
 
 _SECTION = re.compile(r"===== Backward graph \d+ =====\n(?P<body>.*?)\n\s*return ", re.DOTALL)
-_FILE = re.compile(r"# File: (?P<path>.+):(?P<line>\d+) in (?P<function>\w+), code: (?P<code>.*)$")
+# torch 2.15 writes "# Backward of forward node: File: ...", 2.13 "# File: ...".
+_FILE = re.compile(r"#.*\bFile: (?P<path>.+):(?P<line>\d+) in (?P<function>\w+), code: (?P<code>.*)$")
 _OP = re.compile(r"^\s*(?P<id>\w+): .*? = torch\.ops\.(?P<op>[\w.]+)\(")
 
 
