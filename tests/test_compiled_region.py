@@ -153,3 +153,30 @@ def test_opening_compiled_regions_needs_torch_2_3() -> None:
         pytest.skip("this torch keeps the compiled backward graph")
     with pytest.raises(TorchVersionError, match="open_compiled"):
         gradexport.to_networkx((torch.ones(1, requires_grad=True) * 2).sum(), open_compiled=True)
+
+
+@needs_compiled_graph
+def test_compiled_autograd_inlines_the_regions_graph_that_is_shown() -> None:
+    """With compiled autograd on, backward() traces one graph that holds each region's AOTAutograd ops (renamed aot<k>_<id>) with the same lines."""
+    from torch._dynamo import compiled_autograd
+
+    if not hasattr(compiled_autograd, "_enable"):
+        pytest.skip("this torch's compiled autograd has no _enable(compiler) context")
+    model, loss = compiled_loss("aot_eager")
+    region = gradexport.tools.compiled_region(loss)
+    assert region is not None
+    traced: list[torch.fx.GraphModule] = []
+
+    def keep(graph_module: torch.fx.GraphModule) -> Any:
+        traced.append(graph_module)
+        return torch.compile(graph_module, backend="eager")
+
+    with compiled_autograd._enable(keep):
+        loss.backward()
+    (whole,) = traced
+    inlined = {found[1]: node for node in whole.graph.nodes if (found := re.fullmatch(r"aot\d+_(\w+)", node.name))}
+    assert {op["id"] for op in region["ops"]} <= set(inlined)
+    for op in region["ops"]:
+        frames = [line for line in inlined[op["id"]].meta.get("stack_trace", "").splitlines() if line.strip().startswith("File ")]
+        assert frames and f"line {op['source'].rpartition(':')[2]}, in forward" in frames[-1], (op, frames)
+    assert model.lin.weight.grad is not None
