@@ -18,6 +18,7 @@ Legend (the same in every format):
   from each input to the op), the saved values and incoming gradients as
   ellipses, and ``→ i`` on an op whose result flows along the region's
   ``next_functions[i]``; a dashed edge leads from the region's node into it.
+  Its nodes' ids are opaque too (``"n3/op0"``).
 - Purple 3-D box: a module folded into one node by `gradexport.collapse`;
   ``×N`` on an edge: it stands for N edges with the same indices.
 - Edge label ``i→k``: the parent's ``next_functions[i]`` is ``(child, k)``;
@@ -197,14 +198,23 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
 
 
 def _region_lines(node_id: str, region: Mapping[str, Any], edge_lines: list[str]) -> Iterator[str]:
-    """The cluster of a compiled region's backward graph (see `gradexport.tracing.compiled`), its edges added to ``edge_lines``."""
+    """The cluster of a compiled region's backward graph (see `gradexport.tracing.compiled`), its edges added to ``edge_lines``.
+
+    Its nodes have opaque ids, as the graph's do: ``"<region node id>/in<k>"`` for
+    the region's k-th input and ``"<region node id>/op<k>"`` for its k-th op.
+    """
+    elements: dict[str, str] = {}
+    for number, value in enumerate(region.get("inputs", ())):
+        elements[value["id"]] = f'"{node_id}/in{number}"'
+    for number, op in enumerate(region.get("ops", ())):
+        elements[op["id"]] = f'"{node_id}/op{number}"'
     yield f'  subgraph "cluster_{node_id}_compiled" {{'
     yield f"    label={quote(['inside the compiled region'])}; {_REGION_ATTRIBUTES}"
     returned = {output["id"]: output["next_index"] for output in region.get("outputs", ())}
     for value in region.get("inputs", ()):
-        yield f'    "{node_id}_{value["id"]}" [label={quote([value["id"], value["role"]])}, {_REGION_INPUT_ATTRIBUTES}];'
+        yield f"    {elements[value['id']]} [label={quote([printable(value['id']), value['role']])}, {_REGION_INPUT_ATTRIBUTES}];"
         if value["role"] == "gradient":
-            edge_lines.append(f'  "{node_id}" -> "{node_id}_{value["id"]}" [style="dashed", color="{STYLES["special"].stroke}"];')
+            edge_lines.append(f'  "{node_id}" -> {elements[value["id"]]} [style="dashed", color="{STYLES["special"].stroke}"];')
     for op in region.get("ops", ()):
         lines = [op["op"]]
         if "forward_op" in op or "source" in op:
@@ -212,8 +222,8 @@ def _region_lines(node_id: str, region: Mapping[str, Any], edge_lines: list[str]
         if op["id"] in returned:
             lines.append(f"→ {returned[op['id']]}")
         tooltip = f", tooltip={quote([printable(op['source'] + ': ' + op.get('source_code', ''))])}" if "source" in op else ""
-        yield f'    "{node_id}_{op["id"]}" [label={quote([printable(line) for line in lines])}{tooltip}];'
-        edge_lines.extend(f'  "{node_id}_{value}" -> "{node_id}_{op["id"]}";' for value in op["inputs"])
+        yield f"    {elements[op['id']]} [label={quote([printable(line) for line in lines])}{tooltip}];"
+        edge_lines.extend(f"  {elements[value]} -> {elements[op['id']]};" for value in op["inputs"] if value in elements)
     yield "  }"
 
 
