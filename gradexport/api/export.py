@@ -159,6 +159,7 @@ def prepare(
             show_none=bool(diagram.show_none),
             show_saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
+            open_compiled=options.trace.open_compiled,
             drawn_only=streams and specs[0].drawn_only,
             caller=f"gradexport.{caller}",
         )
