@@ -650,3 +650,11 @@ def test_autograd_cache_empties_the_kept_metadata_unless_kept() -> None:
         assert found is not None
         kept.append(found.metadata_kept)
     assert kept == [False, True], changed("torch._functorch.config.enable_autograd_cache", f"metadata kept without and with the patch: {kept}")
+    # Compiled again, the region comes from the cache that the first run filled: its graph rebuilt by bw_module_fn, ops and no meta.
+    torch._dynamo.reset()
+    weight = torch.full((2,), 1.0, requires_grad=True)
+    loss = torch.compile(lambda x: (x * weight).cos().sum(), backend="inductor")(torch.ones(2))
+    found = _torch.compiled_backward_graph(loss.grad_fn)
+    api = "CachedAutogradLazyBackwardCompileInfo.bw_module_fn"
+    assert found is not None and not found.metadata_kept, changed(api, "no graph, or one with metadata, from AOTAutograd's cache")
+    assert any(node.op == "call_function" for node in found.module.graph.nodes), changed(api, "a graph without ops")
