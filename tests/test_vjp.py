@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 import pytest
 import torch
-
 from torch_versions import needs_input_metadata
 
 import gradexport

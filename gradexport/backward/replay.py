@@ -98,8 +98,8 @@ from ..tracing.roots import Roots
 from .engine_queue import engine_order
 from .gradient_stats import gradient_summary
 from .replay_record import Replay, ReplayStart, ReplayStep
-from .vjp import step_math
 from .start_gradients import GradOutputs, Start, start_gradients
+from .vjp import step_math
 
 # The record, the starts and the statistics live in their own modules; their names stay importable from here.
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]

@@ -103,28 +103,40 @@ def _add(sign: str) -> _Rule:
         factor = -alpha if sign == "−" else alpha
         scaled = "" if alpha == 1 else f"{_number(alpha)} · "
         second = "dy = dz" if factor == 1 else "dy = −dz" if factor == -1 else f"dy = {_number(factor)} · dz"
-        return f"z = x {sign} {scaled}y", f"∂z/∂x = 1,  ∂z/∂y = {_number(factor)}", [
-            (0, "dx = dz", [dz], lambda: dz.value),
-            (1, second, [dz], lambda: dz.value * factor),
-        ]
+        return (
+            f"z = x {sign} {scaled}y",
+            f"∂z/∂x = 1,  ∂z/∂y = {_number(factor)}",
+            [
+                (0, "dx = dz", [dz], lambda: dz.value),
+                (1, second, [dz], lambda: dz.value * factor),
+            ],
+        )
 
     return rule
 
 
 def _mul(saved: _Saved, grads: _Grads) -> Any:
     dz = _grad(grads)
-    return "z = x · y", "∂z/∂x = y,  ∂z/∂y = x", [
-        (0, "dx = dz · y", [dz, Term("y", saved("other"))], lambda: dz.value * saved("other")),
-        (1, "dy = dz · x", [dz, Term("x", saved("self"))], lambda: dz.value * saved("self")),
-    ]
+    return (
+        "z = x · y",
+        "∂z/∂x = y,  ∂z/∂y = x",
+        [
+            (0, "dx = dz · y", [dz, Term("y", saved("other"))], lambda: dz.value * saved("other")),
+            (1, "dy = dz · x", [dz, Term("x", saved("self"))], lambda: dz.value * saved("self")),
+        ],
+    )
 
 
 def _div(saved: _Saved, grads: _Grads) -> Any:
     dz = _grad(grads)
-    return "z = x / y", "∂z/∂x = 1 / y,  ∂z/∂y = −x / y²", [
-        (0, "dx = dz / y", [dz, Term("y", saved("other"))], lambda: dz.value / saved("other")),
-        (1, "dy = −dz · x / y²", [dz, Term("x", saved("self")), Term("y", saved("other"))], lambda: -dz.value * saved("self") / saved("other") ** 2),
-    ]
+    return (
+        "z = x / y",
+        "∂z/∂x = 1 / y,  ∂z/∂y = −x / y²",
+        [
+            (0, "dx = dz / y", [dz, Term("y", saved("other"))], lambda: dz.value / saved("other")),
+            (1, "dy = −dz · x / y²", [dz, Term("x", saved("self")), Term("y", saved("other"))], lambda: -dz.value * saved("self") / saved("other") ** 2),
+        ],
+    )
 
 
 def _sizes(saved: _Saved) -> list[int]:
@@ -175,9 +187,13 @@ def _mean_dims(saved: _Saved, grads: _Grads) -> Any:
 def _pow(saved: _Saved, grads: _Grads) -> Any:
     dz, p = _grad(grads), saved("exponent")
     x = Term("x", saved("self"))
-    return f"z = x^{_number(p)}", f"∂z/∂x = {_number(p)} · x^{_number(p - 1)}", [
-        (0, f"dx = dz · {_number(p)} · x^{_number(p - 1)}", [dz, x], lambda: dz.value * p * x.value ** (p - 1)),
-    ]
+    return (
+        f"z = x^{_number(p)}",
+        f"∂z/∂x = {_number(p)} · x^{_number(p - 1)}",
+        [
+            (0, f"dx = dz · {_number(p)} · x^{_number(p - 1)}", [dz, x], lambda: dz.value * p * x.value ** (p - 1)),
+        ],
+    )
 
 
 def _of_result(forward: str, local: str, text: str, compute: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> _Rule:
@@ -195,24 +211,36 @@ def _log(saved: _Saved, grads: _Grads) -> Any:
 
 def _mm(saved: _Saved, grads: _Grads) -> Any:
     dz, x, w = _grad(grads), Term("x", saved("self")), Term("w", saved("mat2"))
-    return "z = x @ w", "∂zᵢⱼ/∂xᵢₖ = wₖⱼ,  ∂zᵢⱼ/∂wₖⱼ = xᵢₖ", [
-        (0, "dx = dz @ wᵀ", [dz, w], lambda: dz.value @ w.value.mT),
-        (1, "dw = xᵀ @ dz", [x, dz], lambda: x.value.mT @ dz.value),
-    ]
+    return (
+        "z = x @ w",
+        "∂zᵢⱼ/∂xᵢₖ = wₖⱼ,  ∂zᵢⱼ/∂wₖⱼ = xᵢₖ",
+        [
+            (0, "dx = dz @ wᵀ", [dz, w], lambda: dz.value @ w.value.mT),
+            (1, "dw = xᵀ @ dz", [x, dz], lambda: x.value.mT @ dz.value),
+        ],
+    )
 
 
 def _view(saved: _Saved, grads: _Grads) -> Any:
     dz, sizes = _grad(grads), _sizes(saved)
-    return f"z = x.view(…) (x of shape {tuple(sizes)})", "the identity, element by element", [
-        (0, f"dx = dz.reshape{tuple(sizes)}", [dz], lambda: dz.value.reshape(sizes)),
-    ]
+    return (
+        f"z = x.view(…) (x of shape {tuple(sizes)})",
+        "the identity, element by element",
+        [
+            (0, f"dx = dz.reshape{tuple(sizes)}", [dz], lambda: dz.value.reshape(sizes)),
+        ],
+    )
 
 
 def _expand(saved: _Saved, grads: _Grads) -> Any:
     dz, sizes = _grad(grads), _sizes(saved)
-    return f"z = x.expand(…) (x of shape {tuple(sizes)})", "each zᵢ is a copy of one xⱼ: ∂zᵢ/∂xⱼ = 1", [
-        (0, f"dx = dz summed over the copies, to shape {tuple(sizes)}", [dz], lambda: dz.value.sum_to_size(sizes)),
-    ]
+    return (
+        f"z = x.expand(…) (x of shape {tuple(sizes)})",
+        "each zᵢ is a copy of one xⱼ: ∂zᵢ/∂xⱼ = 1",
+        [
+            (0, f"dx = dz summed over the copies, to shape {tuple(sizes)}", [dz], lambda: dz.value.sum_to_size(sizes)),
+        ],
+    )
 
 
 def _transpose(saved: _Saved, grads: _Grads) -> Any:
@@ -268,7 +296,9 @@ _RULES: dict[str, _Rule] = {
 OPS: tuple[str, ...] = (*_RULES, "AccumulateGrad")
 
 #: What an ``AccumulateGrad`` step says instead of a product.
-ACCUMULATE = "AccumulateGrad is the leaf's sink, not an operation: it adds the gradient that arrived to the leaf's .grad (or sets .grad to it when .grad is None)"
+ACCUMULATE = (
+    "AccumulateGrad is the leaf's sink, not an operation: it adds the gradient that arrived to the leaf's .grad (or sets .grad to it when .grad is None)"
+)
 
 
 def step_math(node: Node, op: str, inputs: Sequence[torch.Tensor | None], outputs: Sequence[torch.Tensor | None] | None = None) -> StepMath:
@@ -284,7 +314,12 @@ def step_math(node: Node, op: str, inputs: Sequence[torch.Tensor | None], output
         return StepMath("", "", (), note=ACCUMULATE)
     rule = _RULES.get(op)
     if rule is None:
-        return StepMath("", "", (), note=f"gradexport has no formula for {op}: the values shown are what torch's own backward returned (the operations with one are listed in docs/guides/viewer.md)")
+        return StepMath(
+            "",
+            "",
+            (),
+            note=f"gradexport has no formula for {op}: the values shown are what torch's own backward returned (the operations with one are listed in docs/guides/viewer.md)",
+        )
     try:
         with torch.no_grad():
             return _evaluate(rule, node, inputs, outputs)
