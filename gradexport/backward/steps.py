@@ -22,7 +22,8 @@ that one step returns and the next receives costs its bytes once:
 * ``math``: per step, the formula the node computed (`gradexport.backward.vjp`):
   ``[forward, local, products, note]``, each product ``[position, text,
   [[symbol, tensor], ...], tensor]`` (its terms, then its value); ``None`` for
-  a step without one (a record built by hand).
+  a step without one (a record built by hand). Its words are numbers into
+  ``texts``, each text stored once (the steps of a 12-layer model repeat a few).
 
 Node ids ``"nK"`` are stored as the number ``K``. Which edges feed a slot and
 where an output goes are the graph's own edges (``next_index``, ``input_nr``).
@@ -35,8 +36,8 @@ Examples:
     [[1, [0], [1]], [2, [1], [2, None]], [3, [2], [], 2]]
     >>> data["tensors"][2]
     [1, 'tensor([3., 3.])']
-    >>> data["math"][1][:2], data["math"][1][2][0][1]
-    (['z = x · y', '∂z/∂x = y,  ∂z/∂y = x'], 'dx = dz · y')
+    >>> [data["texts"][i] for i in (*data["math"][1][:2], data["math"][1][2][0][1])]
+    ['z = x · y', '∂z/∂x = y,  ∂z/∂y = x', 'dx = dz · y']
 """
 
 from __future__ import annotations
@@ -94,6 +95,11 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         by_object[id(tensor)] = index
         return index
 
+    texts: dict[str, int] = {}
+
+    def text(words: str) -> int:
+        return texts.setdefault(words, len(texts))
+
     leaf_grads = _leaf_grads(record, record.grads)
     before = [[_node(node), number(grad)] for node, grad in _leaf_grads(record, record.grads_before).items() if grad is not None]
     starts = [[_node(start.node), start.input_nr, number(start.grad)] for start in record.starts]
@@ -104,9 +110,12 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         if step.node in leaf_grads:
             row.append(number(leaf_grads[step.node]))
         steps.append(row)
-        math = step.math
-        products = [] if math is None else [[p.position, p.text, [[t.symbol, number(t.value)] for t in p.terms], number(p.value)] for p in math.products]
-        maths.append(None if math is None else [math.forward, math.local, products, math.note])
+        formula = step.math
+        if formula is None:
+            maths.append(None)
+            continue
+        products = [[p.position, text(p.text), [[text(t.symbol), number(t.value)] for t in p.terms], number(p.value)] for p in formula.products]
+        maths.append([text(formula.forward), text(formula.local), products, text(formula.note)])
     return {
         "version": 1,
         "values_up_to": values_up_to,
@@ -116,6 +125,7 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         "before": before,
         "steps": steps,
         "math": maths,
+        "texts": list(texts),
     }
 
 

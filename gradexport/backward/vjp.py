@@ -59,7 +59,8 @@ class Product:
     text: str
     #: The values the formula uses, in the order it names them.
     terms: tuple[Term, ...]
-    #: The formula evaluated by torch from those values, reduced to the input's shape as the engine does.
+    #: The formula evaluated by torch from those values, reduced to the input's shape as the engine does (the
+    #: tensor the node sent along that position itself where the two are equal, element for element).
     value: torch.Tensor
 
 
@@ -341,5 +342,7 @@ def _evaluate(rule: _Rule, node: Node, inputs: Sequence[torch.Tensor | None], ou
             if value.shape != target.shape:
                 value, text = value.sum_to_size(target.shape), f"{text}, summed to shape {tuple(target.shape)}"
             value = value.to(target.dtype)
+            if torch.equal(value, target):
+                value = target  # the very tensor the node sent: a page stores it once
         products.append(Product(position, text, tuple(terms), value))
     return StepMath(forward, local, tuple(products))

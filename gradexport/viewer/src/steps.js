@@ -53,8 +53,9 @@ const AGAINST = 2 ** 64 - 1;
  * @property {[string | number, number, number][]} starts [node, slot, tensor] per root gradient
  * @property {[string | number, number][]} [before] [leaf node, tensor] per .grad set before the replay
  * @property {Array<[string | number, (number | null)[], (number | null)[], number?]>} steps [node, input tensors per slot, output tensors per position, the leaf's .grad after]
- * @property {Array<[string, string, [number, string, [string, number][], number][], string] | null>} [math] per step: [forward,
- *   local derivative, products ([position, formula, [symbol, tensor] per term, its value]), note]
+ * @property {Array<[number, number, [number, number, [number, number][], number][], number] | null>} [math] per step: [forward,
+ *   local derivative, products ([position, formula, [symbol, tensor] per term, its value]), note], the words as indices into texts
+ * @property {string[]} [texts] the words of math, each once
  */
 
 export class Steps {
@@ -178,16 +179,17 @@ export class Steps {
     const variables = graph.field(v, "variables");
     if (Array.isArray(variables) && variables.length) record.variables = variables.map(String);
     const math = this.data.math && this.data.math[k];
+    const texts = this.data.texts || [];
     if (math) {
       const [forward, local, products, note] = math;
       record.math = {
-        forward,
-        local,
-        note,
+        forward: texts[forward],
+        local: texts[local],
+        note: texts[note],
         products: products.map(([position, text, terms, value]) => ({
           position,
-          text,
-          terms: terms.map(([symbol, tensor]) => ({ symbol, ...this.tensor(tensor) })),
+          text: texts[text],
+          terms: terms.map(([symbol, tensor]) => ({ symbol: texts[symbol], ...this.tensor(tensor) })),
           value: this.tensor(value),
         })),
       };
