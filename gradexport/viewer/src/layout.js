@@ -15,9 +15,9 @@ const PAD_TOP = 26;
 /**
  * Up to this many items in a box, its layout keeps each node's children in next_functions order, left to right
  * (top to bottom across), as Graphviz draws them: dagre re-checks every such constraint on every rank at every
- * sweep, which costs more than the layout itself in larger boxes (docs/guides/viewer.md).
+ * sweep, a cost that grows with ranks times constraints (docs/performance.md has the figures).
  */
-export const ORDERED_UP_TO = 400;
+const ORDERED_UP_TO = 400;
 
 /**
  * What to lay out (made by layout-input.js): a node's and a box's `box` is the id of the opened group it sits in,
