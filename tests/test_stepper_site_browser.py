@@ -23,7 +23,7 @@ import pytest
 import torch
 from browser_fixtures import browser, serve_folder, viewer_frame  # noqa: F401  (browser is a fixture)
 from site_fixtures import REPO
-from test_site_browser import _SETUP_PAGE, DARK_PALETTE, PALETTE_KEY, RENDER_TIMEOUT_S
+from test_site_browser import _OVERFLOWING, _SETUP_PAGE, DARK_PALETTE, PALETTE_KEY, RENDER_TIMEOUT_S
 from torch_versions import needs_input_metadata
 
 from gradexport.frontends.blocks.markdown import find_blocks
@@ -115,10 +115,11 @@ _COVERED = """() => {
   });
 }"""
 
-#: Text of the step panel that is cut: wider than its box, past the frame's edge, or hidden by the panel's own height.
+#: Text of the step panel or the step bar that is cut (wider than its box, past the frame's edge), or the panel's
+#: text hidden by its own height on a phone.
 _CUT = """() => {
   const panel = document.querySelector('.gx-panel');
-  const cut = [...panel.querySelectorAll('*')]
+  const cut = [...document.querySelectorAll('.gx-panel *, .gx-stepbar *')]
     .filter(e => [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))
     .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > innerWidth + 1)
     .map(e => `${e.className || e.localName}: ${e.textContent.slice(0, 40)}`);
@@ -158,7 +159,7 @@ def test_multiply_then_sum_steps_as_the_page_draws_and_names_them(blog_site: str
         step = frame.evaluate(f"window.gradexportViewer.step({k})")
         frame.wait_for_timeout(100)
         # 4. Nothing over the drawing's nodes; 3. nothing of the panel cut, the 4×4 tensors whole.
-        problems += [f"step {k + 1}: {text}" for text in frame.evaluate(_COVERED) + frame.evaluate(_CUT)]
+        problems += [f"step {k + 1}: {text}" for text in frame.evaluate(_COVERED) + frame.evaluate(_CUT) + frame.evaluate(_OVERFLOWING)]
         if step["op"] == "MulBackward0":
             assert frame.locator(".gx-step-panel [data-fact='in the code']").text_content() == "back_mul"
             heads = frame.evaluate("[...document.querySelectorAll('.gx-step-slot .gx-step-head')].map(e => e.textContent)")
@@ -191,7 +192,7 @@ def test_unbind_then_add_shows_each_steps_formula_and_covers_nothing(blog_site: 
     for k in range(frame.evaluate("window.gradexportViewer.steps()")):
         step = frame.evaluate(f"window.gradexportViewer.step({k})")
         frame.wait_for_timeout(100)
-        problems += [f"step {k + 1}: {text}" for text in frame.evaluate(_COVERED) + frame.evaluate(_CUT)]
+        problems += [f"step {k + 1}: {text}" for text in frame.evaluate(_COVERED) + frame.evaluate(_CUT) + frame.evaluate(_OVERFLOWING)]
         formulas[step["op"]] = frame.evaluate("[...document.querySelectorAll('.gx-step-product .gx-step-head, .gx-step-note')].map(e => e.textContent)")
         if step["op"] == "UnbindBackward0":
             values = panel_values(frame)
