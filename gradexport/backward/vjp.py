@@ -86,11 +86,11 @@ def _number(value: Any) -> str:
     return repr(value.item() if isinstance(value, torch.Tensor) else value)
 
 
-def _grad(grads: _Grads, slot: int = 0, symbol: str = "dz") -> Term:
-    grad = grads[slot]
-    if grad is None:
+def _grad(grads: _Grads) -> Term:
+    """``dz``: the gradient that reached the node's one input slot."""
+    if grads[0] is None:
         raise _NoGradient
-    return Term(symbol, grad)
+    return Term("dz", grads[0])
 
 
 class _NoGradient(Exception):
