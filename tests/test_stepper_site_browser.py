@@ -185,6 +185,8 @@ def test_multiply_then_sum_steps_as_the_page_draws_and_names_them(blog_site: str
 @pytest.mark.parametrize("theme", list(THEMES))
 def test_unbind_then_add_shows_each_steps_formula_and_covers_nothing(blog_site: str, browser: Any, width: int, theme: str) -> None:  # noqa: F811
     page, frame = open_viewer(browser, blog_site + "blog/unbind-then-add/", width, theme)
+    drawn = frame.evaluate("[...document.querySelectorAll('.gx-node')].map(g => [...g.querySelectorAll('text')].map(t => t.textContent))")
+    assert [lines for lines in drawn if "back_add" in lines or "back_unbind" in lines] == [["AddBackward0", "back_add"], ["UnbindBackward0", "back_unbind"]]
     namespace = page_namespace("blog/unbind-then-add.md")
     (expected,) = torch.autograd.grad(namespace["l"], [namespace["x"]], retain_graph=True)
     problems: list[str] = []
