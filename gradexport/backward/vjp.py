@@ -326,7 +326,7 @@ def step_math(node: Node, op: str, inputs: Sequence[torch.Tensor | None], output
             return _evaluate(rule, node, inputs, outputs)
     except _NoGradient:
         return StepMath("", "", (), note=f"{op} was called with None in a slot its formula needs: nothing arrived there")
-    except RuntimeError as error:  # a saved value freed or modified in place, or packed by a hook
+    except (RuntimeError, AttributeError) as error:  # a saved value freed, modified in place, packed by a hook, or not kept by this torch
         return StepMath("", "", (), note=f"{op}'s saved values cannot be read ({str(error).splitlines()[0]}): no formula shown")
 
 
