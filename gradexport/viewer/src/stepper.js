@@ -4,7 +4,7 @@
 // (per input slot) and outgoing edges (per next_functions position), each leaf's .grad so far, and the step in
 // the side panel with the reason the engine runs this node now (steps.js). Names are data: textContent only.
 // Writes: no viewer field.
-// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it centres the running node when it is out of view).
+// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it shows a small drawing whole, also when the canvas is resized, and centres the running node when it is out of view).
 import { el } from "./dom.js";
 import { printable } from "./text.js";
 
@@ -237,8 +237,8 @@ export class Stepper {
   /**
    * A new drawing, or a canvas of a new size: where the drawing is not all in view but the canvas can show all of
    * it with its text at WHOLE_AT_LEAST of its size or more, show all of it (the camera's first fit prefers 1:1 and
-   * may leave the leaves below the edge), so that every step is seen in the whole pass. Called again whenever the canvas changes size (an embedding page lays its frame
-   * out after the first drawing).
+   * may leave the leaves below the edge), so that every step is seen in the whole pass. The canvas changes size
+   * when an embedding page lays its frame out after the first drawing.
    */
   showWhole() {
     const camera = this.viewer.camera;
