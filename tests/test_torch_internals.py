@@ -658,3 +658,24 @@ def test_autograd_cache_empties_the_kept_metadata_unless_kept() -> None:
     api = "CachedAutogradLazyBackwardCompileInfo.bw_module_fn"
     assert found is not None and not found.metadata_kept, changed(api, "no graph, or one with metadata, from AOTAutograd's cache")
     assert any(node.op == "call_function" for node in found.module.graph.nodes), changed(api, "a graph without ops")
+
+
+def test_the_saved_values_each_formula_reads_are_kept_by_this_torch() -> None:
+    """``_saved_other``, ``_saved_self_sym_sizes``, ``_saved_result``, ``_saved_mat2``, ``_saved_dim``... as
+    gradexport.backward.vjp reads them (through `read_saved`): each node type of its table keeps them, and the
+    product they give is torch's own gradient for that input."""
+    from test_vjp import CASES, leaves
+
+    from gradexport.backward.vjp import step_math
+
+    for op, (shapes, forward) in CASES.items():
+        inputs = leaves(shapes, positive=op in ("LogBackward0", "DivBackward0"))
+        outputs = forward(*inputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        grads = tuple(torch.randn(out.shape) for out in outputs)
+        node = outputs[0].grad_fn
+        math = step_math(node, type(node).__name__, grads)
+        assert type(node).__name__ == op and math.note == "", changed(f"the saved values of {op}", math.note or f"the node is a {type(node).__name__}")
+        expected = torch.autograd.grad(outputs, inputs, grads)
+        for product in math.products:
+            torch.testing.assert_close(product.value, expected[product.position])

@@ -99,6 +99,8 @@ export function nodeLines(attributes, options, words, classes) {
   }
   const lines = marks.length ? [printable(marks.join(" "))] : [];
   lines.push(...kindLines(attributes, classes));
+  // The page's own names for the node (gradexport.backward.steps.name_nodes), as its code writes them.
+  if (Array.isArray(attributes.variables) && attributes.variables.length) lines.push(shorten(printable(attributes.variables.map(String).join(", "))));
   if (options.saved_bytes && attributes.saved_bytes !== undefined) {
     const shared = attributes.saved_bytes_shared || 0;
     lines.push(`saved ${byteText(attributes.saved_bytes)}` + (shared ? ` (+${byteText(shared)} shared)` : ""));
