@@ -625,10 +625,14 @@ def test_compiled_region_keeps_its_backward_graph_with_source_lines() -> None:
     (output,) = [node for node in found.module.graph.nodes if node.op == "output"]
     assert len(output.args[0]) == len(loss.grad_fn.next_functions), changed("AOTAutograd's backward outputs", "not one per next_functions entry")
     line = body.__code__.co_firstlineno + 1
-    frames = [_torch.fx_stack_frames(node.meta["stack_trace"])[-1] for node in found.module.graph.nodes if "stack_trace" in node.meta]
+    metas = [_torch.fx_op_meta(node) for node in found.module.graph.nodes if node.op == "call_function"]
+    frames = [meta.frames[-1] for meta in metas if meta.frames]
     assert frames and all((frame.path, frame.line, frame.function) == (__file__, line, "body") for frame in frames), changed(
         "FX node meta['stack_trace']", f"{frames}"
     )
+    assert all(meta.seq_nr is not None for meta in metas), changed("FX node meta['seq_nr']", "missing on a backward op")
+    forward_ops = {meta.forward_op for meta in metas}
+    assert "sin" in forward_ops, changed("FX node meta['fwd_source_fn_stack']", f"the forward ops named are {forward_ops}")
     assert all(_torch.fx_op_name(node.target).startswith("aten.") for node in found.module.graph.nodes if node.op == "call_function"), changed(
         "torch._ops.OpOverload", "the backward graph's ops are not aten overloads"
     )

@@ -66,7 +66,7 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``traceback.format_list``, ``fwd_source_fn_stack``, ``original_aten``), the
   ``tangents`` prefix of its gradient inputs, and
   ``torch._functorch.config.enable_autograd_cache``, whose saving empties that
-  meta, ``torch._ops.OpOverload`` (`compiled_backward_graph`, `fx_stack_frames`, `fx_op_name`, `GRADIENT_INPUT_PREFIX`,
+  meta, ``torch._ops.OpOverload`` (`compiled_backward_graph`, `fx_op_meta`, `fx_stack_frames`, `fx_op_name`, `GRADIENT_INPUT_PREFIX`,
   `keep_compiled_metadata`).
 * Inductor's cache folder, where it writes the Python code it generates
   (``torch._inductor.runtime.cache_dir_utils.cache_dir()``;
@@ -222,6 +222,7 @@ __all__ = [
     "TORCH_VERSION",
     "CompiledBackwardGraph",
     "FxFrame",
+    "FxOpMeta",
     "GradientEdge",
     "NodeHooks",
     "SavedGetter",
@@ -241,6 +242,7 @@ __all__ = [
     "full_value",
     "function_codes",
     "function_saved_tensors",
+    "fx_op_meta",
     "fx_op_name",
     "fx_stack_frames",
     "gradient_edge",
@@ -1250,6 +1252,37 @@ def fx_stack_frames(stack_trace: str) -> list[FxFrame]:
         [FxFrame(path='/m.py', line=9, function='forward', code='h = self.lin(x)')]
     """
     return [FxFrame(match["path"], int(match["line"]), match["function"], match["code"].strip()) for match in _STACK_FRAME.finditer(stack_trace)]
+
+
+class FxOpMeta(NamedTuple):
+    """What torch recorded on one op of a compiled region's backward graph; None or empty where it recorded nothing."""
+
+    #: The sequence number of the forward op it differentiates.
+    seq_nr: int | None
+    #: That forward op: a function's or method's name (``"tanh"``), or a module's class name (``"Linear"``).
+    forward_op: str | None
+    #: The frames of the forward op's stack, outermost first.
+    frames: list[FxFrame]
+
+
+def fx_op_meta(fx_node: torch.fx.Node) -> FxOpMeta:
+    """``meta["seq_nr"]``, the last entry of ``meta["fwd_source_fn_stack"]`` and ``meta["stack_trace"]`` of an FX node.
+
+    Examples:
+        >>> graph = torch.fx.Graph()
+        >>> node = graph.call_function(torch.sin, (graph.placeholder("x"),))
+        >>> node.meta.update(seq_nr=4, fwd_source_fn_stack=[("sin_1", torch.sin)], stack_trace='  File "/m.py", line 2, in f\\n    y = x.sin()\\n')
+        >>> fx_op_meta(node)
+        FxOpMeta(seq_nr=4, forward_op='sin', frames=[FxFrame(path='/m.py', line=2, function='f', code='y = x.sin()')])
+    """
+    meta = fx_node.meta
+    seq_nr = meta.get("seq_nr")
+    forward_stack = meta.get("fwd_source_fn_stack")
+    forward_op = None
+    if forward_stack:
+        made_by = forward_stack[-1][1]
+        forward_op = made_by if isinstance(made_by, str) else str(getattr(made_by, "__name__", made_by))
+    return FxOpMeta(seq_nr if isinstance(seq_nr, int) else None, forward_op, fx_stack_frames(meta.get("stack_trace") or ""))
 
 
 #: The prefix AOTAutograd gives the backward graph's inputs that are the gradients of the region's outputs;

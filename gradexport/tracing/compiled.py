@@ -59,7 +59,7 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError
-from ._torch import COMPILED_GRAPH_TORCH, GRADIENT_INPUT_PREFIX, compiled_backward_graph, fx_op_name, fx_stack_frames, keep_compiled_metadata, require_torch
+from ._torch import COMPILED_GRAPH_TORCH, GRADIENT_INPUT_PREFIX, compiled_backward_graph, fx_op_meta, fx_op_name, keep_compiled_metadata, require_torch
 from .lines import line_attributes
 
 __all__ = ["capture_compiled", "compiled_region"]
@@ -144,14 +144,11 @@ def _op_record(fx_node: torch.fx.Node) -> dict[str, Any]:
         "op": fx_op_name(fx_node.target),
         "inputs": [value.name for value in fx_node.all_input_nodes],
     }
-    meta = fx_node.meta
-    if isinstance(meta.get("seq_nr"), int):
-        record["seq_nr"] = meta["seq_nr"]
-    forward_stack = meta.get("fwd_source_fn_stack")
-    if forward_stack:
-        made_by = forward_stack[-1][1]
-        record["forward_op"] = made_by if isinstance(made_by, str) else getattr(made_by, "__name__", str(made_by))
-    frames = fx_stack_frames(meta.get("stack_trace") or "")
-    if frames:
-        record.update(line_attributes(*frames[-1]))
+    meta = fx_op_meta(fx_node)
+    if meta.seq_nr is not None:
+        record["seq_nr"] = meta.seq_nr
+    if meta.forward_op is not None:
+        record["forward_op"] = meta.forward_op
+    if meta.frames:
+        record.update(line_attributes(*meta.frames[-1]))
     return record
