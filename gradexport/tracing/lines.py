@@ -418,6 +418,17 @@ def _shown_path(filename: str, cwd: str) -> str:
     return filename
 
 
+def line_attributes(filename: str, line: int, function: str, code: str) -> dict[str, Any]:
+    """``source``, ``source_code`` and ``source_function`` of one line, its path relative to the working directory when inside it.
+
+    Examples:
+        >>> import os
+        >>> line_attributes(os.path.join(os.getcwd(), "model.py"), 9, "forward", "h = self.lin(x)")["source"]
+        'model.py:9'
+    """
+    return {"source": f"{_shown_path(filename, os.getcwd() + os.sep)}:{line}", "source_code": code, "source_function": function}
+
+
 def source_attributes(where: _Where) -> dict[str, Any]:
     """The node attributes for a captured location (see `capture_source`).
 
@@ -431,11 +442,7 @@ def source_attributes(where: _Where) -> dict[str, Any]:
         return {}
     cwd = os.getcwd() + os.sep
     code, line = where[0]
-    attributes: dict[str, Any] = {
-        "source": f"{_shown_path(code.co_filename, cwd)}:{line}",
-        "source_code": _line_text(code.co_filename, line),
-        "source_function": code.co_name,
-    }
+    attributes = line_attributes(code.co_filename, line, code.co_name, _line_text(code.co_filename, line))
     if len(where) > 1:
         attributes["source_stack"] = [f"{_shown_path(c.co_filename, cwd)}:{n} in {c.co_name}" for c, n in where]
     return attributes

@@ -4,7 +4,7 @@
 // Writes: no viewer field.
 // Changes: the mark of each visible edge it is given (pure: no DOM).
 import { MARKS, edgeMark, nodeMark } from "./model.js";
-import { byteText, nodeLines, normText, printable, tensorText } from "./text.js";
+import { byteText, nodeLines, normText, printable, shorten, tensorText } from "./text.js";
 
 export const LINE = 16;
 export const PAD_X = 10;
@@ -125,7 +125,9 @@ function edgeLook(viewer, edge) {
  * @returns {string[]}
  */
 export function edgeLines(viewer, edge) {
-  let first = `${edge.next}→${edge.input}`;
+  // An edge inside a compiled region (regions.js) carries a value of its backward graph, not next_functions indices.
+  const carried = edge.edges.map((e) => viewer.graph.edgeAttributes(e).carries).filter((value) => typeof value === "string");
+  let first = carried.length ? printable(shorten([...new Set(carried)].join(", "))) : `${edge.next}→${edge.input}`;
   if (edge.count > 1) first += ` ×${edge.count}`;
   edge.mark = edgeLook(viewer, edge);
   if (edge.mark && edge.mark.sign) first += ` ${edge.mark.sign}`;

@@ -19,6 +19,7 @@ import { Folds, GradScale, Graph, pathMarks } from "./model.js";
 import { buildMinimap, diffChanges, drawMinimap, showChangeCount } from "./navigate.js";
 import { bindInput, buildPage } from "./page.js";
 import { showCrumbs, showPanel } from "./panel.js";
+import { openRegions } from "./regions.js";
 import { centerOn, paintMarks, revealOrigins, showOrigin } from "./selection.js";
 import { Stepper } from "./stepper.js";
 import { Steps } from "./steps.js";
@@ -62,7 +63,7 @@ export class Viewer {
     /** @type {Record<string, any>} the diagram options; navigate.js writes it (direction) */
     this.options = data.options || {};
     this.styles = data.styles;
-    this.graph = new Graph(data);
+    this.graph = new Graph(openRegions(data));
     this.folds = new Folds(this.graph, this.options.group_modules !== false);
     this.folds.openWithin(OPEN_BUDGET);
     revealOrigins(this);
