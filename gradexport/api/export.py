@@ -8,7 +8,9 @@ plus keyword options, each declared once in `gradexport.core.options`:
   ``model.named_parameters()`` gives), ``module`` (a module whose parameters
   and buffers name the leaves, and whose submodules name the nodes of a
   forward pass run inside `gradexport.capture_modules`),
-  ``edge_metadata`` (the shape, dtype and device of the gradient on every edge).
+  ``edge_metadata`` (the shape, dtype and device of the gradient on every edge),
+  ``open_compiled`` (JSON, DOT, SVG and HTML: the backward graph inside each
+  ``torch.compile`` region, see `gradexport.tracing.compiled`).
 - Fold options: ``depth`` (fold every module nested that deep or deeper into
   one node, see `gradexport.collapse`); ``fit`` (Mermaid only, default
   ``True``: when the diagram is over mermaid.js's limits and the graph knows
@@ -160,6 +162,7 @@ def prepare(
             show_none=bool(diagram.show_none),
             show_saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
+            open_compiled=options.trace.open_compiled,
             drawn_only=streams and specs[0].drawn_only,
             caller=f"gradexport.{caller}",
         )
@@ -386,6 +389,8 @@ def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGrap
     modules = {name: table.column(name) for name in table.columns}
     graph.graph["watch_steps"] = list(history.steps)
     graph.graph["watch_modules"] = modules
+    norms = history.param_table("norm")
+    graph.graph["watch_params"] = {name: norms.column(name) for name in norms.columns}
     flags = history.flags(step) if history.steps else {}
     graph.graph["watch_flags"] = flags
     for _, data in graph.nodes(data=True):

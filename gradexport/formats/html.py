@@ -55,7 +55,18 @@ from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
 from .files import TextOutput, text_output
 from .labels import DIFF_MARKS, element_id, node_lines, printable
-from .styles import GRAD_BAD_COLOR, GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK, MARK_COLORS, STYLES, grad_legend
+from .styles import (
+    GRAD_BAD_COLOR,
+    GRAD_BOUNDS,
+    GRAD_COLORS,
+    GRAD_COLORS_DARK,
+    MARK_COLORS,
+    STYLES,
+    WATCH_GRAD_BOUNDS,
+    WATCH_GRAD_COLORS,
+    WATCH_GRAD_COLORS_DARK,
+    grad_legend,
+)
 
 __all__ = [
     "MAX_VIEWER_EDGES",
@@ -326,6 +337,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         edges += (source_index, target_index, key, next_index, input_nr)
 
     contiguous = all(node_id == f"n{position}" for position, node_id in enumerate(node_ids))
+    # A watch history's page (gradexport.to_html(history)) colours on its wider scale: a vanishing gradient spans many decades.
+    watched = "watch_steps" in attributes_of_graph
+    bounds, colors, dark = (WATCH_GRAD_BOUNDS, WATCH_GRAD_COLORS, WATCH_GRAD_COLORS_DARK) if watched else (GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK)
     data = {
         "format": "gradexport-viewer",
         "version": 1,
@@ -342,10 +356,10 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         "styles": {name: style._asdict() for name, style in STYLES.items()},
         "mark_colors": MARK_COLORS,
         "mark_words": _MARK_WORDS,
-        "grad_colors": list(GRAD_COLORS),
-        "grad_colors_dark": list(GRAD_COLORS_DARK),
-        "grad_bounds": list(GRAD_BOUNDS),
-        "grad_legend": [text for text, _, _ in grad_legend()],
+        "grad_colors": list(colors),
+        "grad_colors_dark": list(dark),
+        "grad_bounds": list(bounds),
+        "grad_legend": [text for text, _, _ in grad_legend(bounds, colors)],
         "grad_bad_color": GRAD_BAD_COLOR,
         "graph": attributes_of_graph,
         "strings": list(strings),
