@@ -4,10 +4,11 @@ Three models: an MLP, a 12-layer ``nn.TransformerEncoder`` and a ResNet-style
 CNN. Each round times ``--steps`` plain steps, then ``--steps`` steps under
 ``watch(every=1)`` and under ``watch(every=10)`` (with the optimizer, so the
 update-to-weight ratio is computed too), alternating so that the machine's load
-falls on all alike; the figure is the minimum over rounds of the per-step time
-(the least disturbed by other work on shared cores; ``--clock process``
-counts the process's CPU time instead of the wall clock),
-and the ratio is watched over plain. The first (traced) step is timed apart.
+falls on all alike. A ratio is watched over plain within one round, and the
+figure is the median of the rounds' ratios (a round that other work on shared
+cores slowed down slows both sides of its ratio); the step times shown are
+medians too. ``--clock process`` counts the process's CPU time instead of the
+wall clock. The first (traced) step is timed apart.
 Memory per recorded step is the bytes of its line in the file (what stays on
 disk and in ``Watch.records``); the parameter copy taken for the update ratio
 is kept between steps (one copy of the parameters) and said separately.
@@ -65,7 +66,7 @@ def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tens
 
 
 def measure(rounds: int, steps: int, scale: int = 1, clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
-    """Per model: the best step time plain and watched (every=1, every=10), their ratios, and bytes per recorded step."""
+    """Per model: the median step time plain and watched (every=1, every=10), the median ratios, and bytes per recorded step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -104,18 +105,19 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
                         times[f"every={every}"].append(train(steps))
                 line_bytes = statistics.mean(len(line) + 1 for line in path.read_bytes().splitlines()[1:])
             del watched
-        best = {name: min(values) for name, values in times.items()}
-        plain = best["plain"]
+        median = {name: statistics.median(values) for name, values in times.items()}
+        ratio = {name: statistics.median(watched / plain for watched, plain in zip(values, times["plain"])) for name, values in times.items()}
+        plain = median["plain"]
         rows.append(
             {
                 "model": name,
                 "parameters": sum(p.numel() for p in model.parameters()),
                 "modules": len(list(model.modules())),
                 "plain_ms": plain * 1e3,
-                "every1_ms": best["every=1"] * 1e3,
-                "every10_ms": best["every=10"] * 1e3,
-                "ratio_every1": best["every=1"] / plain,
-                "ratio_every10": best["every=10"] / plain,
+                "every1_ms": median["every=1"] * 1e3,
+                "every10_ms": median["every=10"] * 1e3,
+                "ratio_every1": ratio["every=1"],
+                "ratio_every10": ratio["every=10"],
                 "first_step_ms": first * 1e3,
                 "bytes_per_step": line_bytes,
                 "graph_bytes": graph_bytes,

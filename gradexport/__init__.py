@@ -3,7 +3,8 @@
 The top tier is the verbs a first session needs: `show` a loss (or a model
 and its inputs), `write` or `to_*` it in a format, build the graph
 (`to_networkx`, `from_json`) and fold it (`collapse`), and run backward with
-eyes open (`record_gradients`, `replay`, `find_nonfinite`, `watch`, `diff`).
+eyes open (`record_gradients`, `replay`, `find_nonfinite`, `watch`, `diff`), and read
+what `watch`'s flight recorder kept of a bad step (`load_bundle`).
 Everything else lives in named modules: `gradexport.errors`,
 `gradexport.options`, `gradexport.records` (what the verbs return),
 `gradexport.tools` (more verbs), `gradexport.streams` and `gradexport.constants`.
@@ -31,6 +32,7 @@ from . import constants, errors, options, records, streams, tools
 from .analysis.simplify import collapse
 from .api.diff import diff
 from .api.export import to_dot, to_html, to_json, to_mermaid, to_svg, write
+from .backward.bundle_file import load_bundle
 from .backward.nonfinite import find_nonfinite
 from .backward.record_gradients import record_gradients
 from .backward.replay import replay
@@ -51,6 +53,7 @@ __all__ = [
     "diff",
     "find_nonfinite",
     "from_json",
+    "load_bundle",
     "record_gradients",
     "replay",
     "show",

@@ -7,6 +7,8 @@
 - `compare_ranks` compares the graphs of distributed ranks (`RankDiffs`, and
   the parameters ranks use differently, `DivergentParameter`);
 - `retrace_checkpoint` shows a reentrant checkpoint's region (`CheckpointRegion`);
+- `compiled_region` shows the backward graph inside a ``torch.compile`` region, and
+  `capture_compiled` keeps its source lines;
 - `to_pydot` and `to_model_explorer` give the graph as those libraries' objects.
 
 Examples:
@@ -23,19 +25,24 @@ from .analysis.memory import SavedMemory, saved_memory
 from .analysis.simplify import fit, hide, only_reaching
 from .api.distributed import DivergentParameter, RankDiffs, compare_ranks
 from .api.export import to_model_explorer, to_pydot
+from .backward.recorder import BadSteps
 from .tracing.checkpoints import CheckpointRegion, retrace_checkpoint
+from .tracing.compiled import capture_compiled, compiled_region
 from .tracing.lines import capture_source
 from .tracing.unreached import Unreached, UnreachedReport, unreached
 
 __all__ = [
+    "BadSteps",
     "CheckpointRegion",
     "DivergentParameter",
     "RankDiffs",
     "SavedMemory",
     "Unreached",
     "UnreachedReport",
+    "capture_compiled",
     "capture_source",
     "compare_ranks",
+    "compiled_region",
     "fit",
     "hide",
     "only_reaching",

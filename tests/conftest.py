@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from gradexport.tracing._torch import INPUT_METADATA_TORCH, TORCH_VERSION
+from gradexport.tracing._torch import COMPILED_GRAPH_TORCH, INPUT_METADATA_TORCH, TORCH_VERSION
 
 # The same examples on every run: a property test that fails does so in CI and on a laptop alike.
 # No deadline: hypothesis's 200 ms per example is a timed assertion, and on this shared 2-core
@@ -45,13 +45,20 @@ REPLAY_DOCTESTS = (
 )
 
 
+#: Docstring examples that open a compiled region: torch keeps its backward graph from torch 2.3.
+COMPILED_DOCTESTS = ("gradexport.tracing.compiled",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if TORCH_VERSION >= INPUT_METADATA_TORCH:
-        return
-    skip = pytest.mark.skip(reason="replays a backward pass: needs Node._input_metadata, torch 2.5")
-    for item in items:
-        if isinstance(item, pytest.DoctestItem) and item.name.startswith(REPLAY_DOCTESTS):
-            item.add_marker(skip)
+    skips = []
+    if TORCH_VERSION < INPUT_METADATA_TORCH:
+        skips.append((REPLAY_DOCTESTS, pytest.mark.skip(reason="replays a backward pass: needs Node._input_metadata, torch 2.5")))
+    if TORCH_VERSION < COMPILED_GRAPH_TORCH:
+        skips.append((COMPILED_DOCTESTS, pytest.mark.skip(reason="opens a compiled region: CompiledFunction keeps its backward graph from torch 2.3")))
+    for names, skip in skips:
+        for item in items:
+            if isinstance(item, pytest.DoctestItem) and item.name.startswith(names):
+                item.add_marker(skip)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

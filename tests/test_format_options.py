@@ -19,7 +19,7 @@ from gradexport.api.export import render
 from gradexport.api.registry import FORMATS
 from gradexport.core.errors import ArgumentTypeError, RenderTimeoutError
 from gradexport.core.options import option_table
-from gradexport.tracing._torch import INPUT_METADATA_TORCH, TORCH_VERSION
+from gradexport.tracing._torch import COMPILED_GRAPH_TORCH, INPUT_METADATA_TORCH, TORCH_VERSION
 
 #: Options that read ``Node._input_metadata`` (edge shapes, and the replay behind ``steps``).
 NEEDS_INPUT_METADATA = {"edge_metadata", "edge_shapes", "steps"}
@@ -47,6 +47,12 @@ def deep_model() -> tuple[torch.nn.Module, torch.Tensor]:
     return torch.nn.Sequential(*layers), torch.randn(1, 2)
 
 
+def compiled_model() -> tuple[torch.nn.Module, torch.Tensor]:
+    """A model whose graph holds a torch.compile region: what ``open_compiled`` opens."""
+    torch.manual_seed(0)
+    return torch.compile(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), backend="aot_eager"), torch.randn(3, 4)
+
+
 def roots_of(build: Any) -> tuple[torch.Tensor, torch.nn.Module]:
     model, inputs = build()
     with gradexport.capture_modules():
@@ -71,6 +77,7 @@ def recorded_graph() -> nx.MultiDiGraph:
 #: A value other than the default for every option, and the graphs or roots it is given with.
 CHANGED: dict[str, Any] = {
     "edge_metadata": True,
+    "open_compiled": True,
     "depth": 1,
     "fold_modules": ("0",),
     "fit": False,
@@ -116,14 +123,20 @@ CASES = [
 def inputs() -> dict[str, Any]:
     small_roots, small = roots_of(small_model)
     deep_roots, deep = roots_of(deep_model)
-    return {"graph": recorded_graph(), "roots": (small_roots, small), "deep": (deep_roots, deep)}
+    made = {"graph": recorded_graph(), "roots": (small_roots, small), "deep": (deep_roots, deep)}
+    if TORCH_VERSION >= COMPILED_GRAPH_TORCH:
+        model, inputs = compiled_model()
+        made["compiled"] = (model(inputs).sum(), model)
+    return made
 
 
 @pytest.mark.parametrize(("given", "format_name", "name"), CASES)
 def test_an_option_changes_the_output_or_is_refused(inputs, given, format_name, name, recwarn):
     if name in NEEDS_INPUT_METADATA and TORCH_VERSION < INPUT_METADATA_TORCH:
         pytest.skip(f"{name} needs torch 2.5 or newer (Node._input_metadata)")
-    roots_key = "deep" if name == "fit" else "roots"
+    if name == "open_compiled" and TORCH_VERSION < COMPILED_GRAPH_TORCH:
+        pytest.skip("open_compiled needs torch 2.3 or newer (CompiledFunction keeps its backward graph)")
+    roots_key = {"fit": "deep", "open_compiled": "compiled"}.get(name, "roots")
     if given == "graph":
         subject: Any = inputs["graph"] if name != "fit" else gradexport.to_networkx(inputs["deep"][0], module=inputs["deep"][1])
         base: dict[str, Any] = {}

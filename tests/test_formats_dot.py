@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from xml.etree import ElementTree
 
 import networkx as nx
 import pydot
@@ -11,6 +12,7 @@ import torch
 from examples_budget import budget
 from format_fixtures import (
     FORMAT_CASES,
+    SVG_TAGS,
     case_graph,
     drawn_edges,
     module_graph,
@@ -129,6 +131,38 @@ def test_ids_are_opaque_even_for_arbitrary_node_ids():
     nodes, edges = parsed(dot.to_dot(graph))
     assert all(re.fullmatch(r"u_[A-Za-z0-9_]*[0-9a-f]{16}", node) for node in nodes)
     assert edges == [(next(iter(nodes)), list(nodes)[1], "0→0")]
+
+
+@needs_dot
+def test_a_compiled_regions_ops_are_a_cluster_whatever_their_names():
+    """A graph read from JSON may hold any text in a region's ids and lines: each is quoted, drawn literally."""
+    hostile = 'a"b\\c];\n<x>'
+    graph = nx.MultiDiGraph()
+    graph.add_node(
+        "n0",
+        kind="backward",
+        op="CompiledFunctionBackward",
+        special="compiled",
+        compiled_graph={
+            "ops": [
+                {"id": hostile, "op": "aten.mm.default", "inputs": ["tangents_1"], "forward_op": "linear", "source": f"{hostile}.py:3"},
+                {"id": "view", "op": hostile, "inputs": [hostile, "saved"]},
+            ],
+            "inputs": [{"id": "saved", "role": "saved"}, {"id": "tangents_1", "role": "gradient"}],
+            "outputs": [{"id": "view", "next_index": 0}],
+            "metadata_kept": True,
+        },
+    )
+    graph.add_node("n1", kind="leaf", names=["w"], shape=[1])
+    graph.add_edge("n0", "n1", key=0, next_index=0, input_nr=0)
+    svg = ElementTree.fromstring(render_with_dot(dot.to_dot(graph)))
+    # A hover text (the op's line) makes Graphviz wrap the node in <a>; nothing from the names becomes an element.
+    assert {element.tag.rpartition("}")[2] for element in svg.iter()} <= SVG_TAGS | {"a"}
+    shown = [element.text for element in svg.iter() if element.tag.endswith("}text")]
+    assert printable(hostile) in shown and f"linear {printable(hostile)}.py:3" in shown and "→ 0" in shown
+    # Graphviz titles each node and edge with its ids as it read them: opaque ones, inputs then ops in order.
+    titles = {element.text for element in svg.iter() if element.tag.endswith("}title")}
+    assert {"cluster_n0_compiled", "n0/in0", "n0/in1", "n0/op0", "n0/op1", "n0->n0/in1", "n0/in1->n0/op0", "n0/op0->n0/op1", "n0/in0->n0/op1"} <= titles
 
 
 def test_direction_is_rankdir_and_rejects_unknown():

@@ -419,3 +419,50 @@ def test_a_minus_inf_mask_is_no_origin_and_the_softmax_of_a_fully_masked_row_is(
     report = gradexport.find_nonfinite(loss, module=padded)
     assert report is not None and report.forward_origin is not None and witness.found is not None
     assert (report.forward_origin.op, report.forward_origin.cause) == (witness.found.op, "made") == ("softmax", "made")
+
+
+def _witnessed_origin(forward: Callable[[], torch.Tensor]) -> tuple[Witnessed, Any]:
+    witness = FirstNonfinite()
+    with witness, gradexport.tools.capture_source():
+        loss = forward()
+    report = gradexport.find_nonfinite(loss)
+    assert witness.found is not None and report is not None and report.forward_origin is not None
+    return witness.found, report.forward_origin
+
+
+def test_a_nonfinite_input_first_reshaped_is_found_at_the_reshape() -> None:
+    """A view or relu is skipped only when its inputs were found finite: a NaN batch from outside is still caught at its first op."""
+    weight = torch.randn(4, 6, requires_grad=True)
+    batch = torch.randn(3, 2, 2)
+    batch[1, 0, 1] = float("nan")
+    found, origin = _witnessed_origin(lambda: torch.relu(batch.reshape(3, 4)).matmul(weight).sum())
+    assert (origin.op, origin.cause) == (found.op, "input") == ("reshape", "input")
+
+
+def test_a_checked_result_made_nonfinite_in_place_is_the_origin_not_its_later_views() -> None:
+    weight = torch.randn(4, requires_grad=True)
+
+    def forward() -> torch.Tensor:
+        hidden = weight * 2
+        hidden.div_(torch.zeros(4))
+        return torch.relu(hidden.view(2, 2)).sum()
+
+    found, origin = _witnessed_origin(forward)
+    assert origin.op == found.op == "div_"
+
+
+def test_views_and_relus_of_results_found_finite_are_not_summed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gradexport.tracing import lines
+
+    summed: list[str] = []
+    first_nonfinite = lines.first_nonfinite
+
+    def counted(result: Any) -> Any:
+        summed.append(type(result.grad_fn).__name__ if isinstance(result, torch.Tensor) and result.grad_fn is not None else "")
+        return first_nonfinite(result)
+
+    monkeypatch.setattr(lines, "first_nonfinite", counted)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Flatten(0))
+    with gradexport.tools.capture_source():
+        model(torch.randn(4, 4)).sum()
+    assert summed == ["", "AddmmBackward0", "SumBackward0"]  # randn, linear and sum; not relu nor flatten

@@ -49,7 +49,7 @@ def test_every_option_is_on_the_command_line_and_in_fences_unless_only_python_ca
         assert info.flag in help_text, f"--help does not list {item.name}"
         assert info.parse is not None
         text = {"direction": "LR", "depth": "1", "box_depth": "1", "prog": "dot", "dot_timeout": "30"}.get(item.name, "true")
-        formats = {"prog": "svg", "dot_timeout": "svg", "steps": "html", "edge_metadata": "json"}.get(item.name, "mermaid")
+        formats = {"prog": "svg", "dot_timeout": "svg", "steps": "html", "edge_metadata": "json", "open_compiled": "json"}.get(item.name, "mermaid")
         blocks = find_blocks([f'```gradexport formats="{formats}" {item.name}="{text}"', "x = 1", "```"], "page.md")
         assert dict(blocks[0].options.export) == {item.name: info.parse(text)}
 

@@ -6,6 +6,7 @@ names: fix the wrapper in gradexport/tracing/_torch.py, not its callers.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tokenize
 from collections import namedtuple
@@ -600,3 +601,101 @@ def test_step_hooks_run_after_dynamo_has_compiled_something() -> None:
         handle.remove()
     optimizer.step()
     assert seen == ["before", "after"]
+
+
+def test_observe_backward_calls_sees_the_loss_before_backward_and_restores_the_method() -> None:
+    original = torch.Tensor.backward
+    weight = torch.ones(2, requires_grad=True)
+    seen: list[tuple[float, bool]] = []
+    first = _torch.observe_backward_calls(lambda tensor: seen.append((tensor.item(), weight.grad is None)))
+    second = _torch.observe_backward_calls(lambda tensor: seen.append((-tensor.item(), weight.grad is None)))
+    (weight * 3).sum().backward()
+    first.remove()
+    (weight * 2).sum().backward()
+    second.remove()
+    (weight * 5).sum().backward()
+    assert seen == [(6.0, True), (-6.0, True), (-4.0, False)], changed("Tensor.backward looked up on the class at each call", f"saw {seen}")
+    assert torch.Tensor.backward is original
+    assert weight.grad is not None and weight.grad.tolist() == [10.0, 10.0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(TORCH_VERSION < _torch.COMPILED_GRAPH_TORCH, reason="CompiledFunction keeps its backward graph from torch 2.3")
+def test_compiled_region_keeps_its_backward_graph_with_source_lines() -> None:
+    weight = torch.ones(2, requires_grad=True)
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        return (x * weight).sin().sum()
+
+    with _torch.keep_compiled_metadata():
+        loss = torch.compile(body, backend="aot_eager")(torch.ones(2))
+    found = _torch.compiled_backward_graph(loss.grad_fn)
+    api = "CompiledFunction._lazy_backward_info.bw_module"
+    assert found is not None and isinstance(found.module, torch.fx.GraphModule), changed(api, "no FX graph on the region's node")
+    assert found.metadata_kept, changed(api, "its nodes' meta has no seq_nr or stack_trace")
+    placeholders = [node.name for node in found.module.graph.nodes if node.op == "placeholder"]
+    gradients = [name for name in placeholders if name.startswith(_torch.GRADIENT_INPUT_PREFIX)]
+    assert len(gradients) == 1, changed(
+        "AOTAutograd's backward inputs", f"the loss's gradient is not the one named {_torch.GRADIENT_INPUT_PREFIX}_*: {placeholders}"
+    )
+    (output,) = [node for node in found.module.graph.nodes if node.op == "output"]
+    assert len(output.args[0]) == len(loss.grad_fn.next_functions), changed("AOTAutograd's backward outputs", "not one per next_functions entry")
+    line = body.__code__.co_firstlineno + 1
+    metas = [_torch.fx_op_meta(node) for node in found.module.graph.nodes if node.op == "call_function"]
+    frames = [meta.frames[-1] for meta in metas if meta.frames]
+    assert frames and all((frame.path, frame.line, frame.function) == (__file__, line, "body") for frame in frames), changed(
+        "FX node meta['stack_trace']", f"{frames}"
+    )
+    assert all(meta.seq_nr is not None for meta in metas), changed("FX node meta['seq_nr']", "missing on a backward op")
+    forward_ops = {meta.forward_op for meta in metas}
+    assert "sin" in forward_ops, changed("FX node meta['fwd_source_fn_stack']", f"the forward ops named are {forward_ops}")
+    assert all(_torch.fx_op_name(node.target).startswith("aten.") for node in found.module.graph.nodes if node.op == "call_function"), changed(
+        "torch._ops.OpOverload", "the backward graph's ops are not aten overloads"
+    )
+    assert _torch.compiled_backward_graph((weight * 2).grad_fn) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(TORCH_VERSION < (2, 5), reason="AOTAutograd's cache arrived in torch 2.5")
+def test_autograd_cache_empties_the_kept_metadata_unless_kept() -> None:
+    """Why capture_compiled exists: inductor saves the region to AOTAutograd's cache at its first backward, emptying the graph's meta."""
+    kept = []
+    for keep in (False, True):
+        torch._dynamo.reset()
+        weight = torch.full((2,), 1.0 + keep, requires_grad=True)
+        with _torch.keep_compiled_metadata() if keep else contextlib.nullcontext():
+            loss = torch.compile(lambda x: (x * weight).cos().sum(), backend="inductor")(torch.ones(2))
+        loss.backward()
+        found = _torch.compiled_backward_graph(loss.grad_fn)
+        assert found is not None
+        kept.append(found.metadata_kept)
+    assert kept == [False, True], changed("torch._functorch.config.enable_autograd_cache", f"metadata kept without and with the patch: {kept}")
+    # Compiled again, the region comes from the cache that the first run filled: its graph rebuilt by bw_module_fn, ops and no meta.
+    torch._dynamo.reset()
+    weight = torch.full((2,), 1.0, requires_grad=True)
+    loss = torch.compile(lambda x: (x * weight).cos().sum(), backend="inductor")(torch.ones(2))
+    found = _torch.compiled_backward_graph(loss.grad_fn)
+    api = "CachedAutogradLazyBackwardCompileInfo.bw_module_fn"
+    assert found is not None and not found.metadata_kept, changed(api, "no graph, or one with metadata, from AOTAutograd's cache")
+    assert any(node.op == "call_function" for node in found.module.graph.nodes), changed(api, "a graph without ops")
+
+
+def test_the_saved_values_each_formula_reads_are_kept_by_this_torch() -> None:
+    """``_saved_other``, ``_saved_self_sym_sizes``, ``_saved_result``, ``_saved_mat2``, ``_saved_dim``... as
+    gradexport.backward.vjp reads them (through `read_saved`): each node type of its table keeps them, and the
+    product they give is torch's own gradient for that input."""
+    from test_vjp import CASES, leaves
+
+    from gradexport.backward.vjp import step_math
+
+    for op, (shapes, forward) in CASES.items():
+        inputs = leaves(shapes, positive=op in ("LogBackward0", "DivBackward0"))
+        outputs = forward(*inputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        grads = tuple(torch.randn(out.shape) for out in outputs)
+        node = outputs[0].grad_fn
+        math = step_math(node, type(node).__name__, grads)
+        assert type(node).__name__ == op and math.note == "", changed(f"the saved values of {op}", math.note or f"the node is a {type(node).__name__}")
+        expected = torch.autograd.grad(outputs, inputs, grads)
+        for product in math.products:
+            torch.testing.assert_close(product.value, expected[product.position])

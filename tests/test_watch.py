@@ -99,9 +99,14 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
     assert expected[0]["calls"]["2.shared"] == 2  # the shared Linear: its norm is over both calls
     for step, want in enumerate(expected):
         stats = history.param_stats(step)
-        for stat in ("norm", "mean", "max_abs", "update_ratio"):
+        for stat in ("norm", "max_abs", "update_ratio"):
             for name, value in want[stat].items():
                 assert stats[name][stat] == pytest.approx(value, rel=1e-6, abs=1e-12), (step, name, stat)
+        for stat in ("mean", "mean_abs"):
+            for name, value in want[stat].items():
+                # A float32 sum in another order than torch's mean() differs by rounding, at most a few
+                # float32 epsilons of the sum of |g| (a mean near zero is a sum that cancels).
+                assert stats[name][stat] == pytest.approx(value, rel=1e-6, abs=1e-6 * want["mean_abs"][name]), (step, name, stat)
         assert {name: s["nonfinite"] for name, s in stats.items()} == want["nonfinite"]
         norms = history.module_norms(step)
         assert {name for name, value in norms.items() if value is not None} == set(want["module"])

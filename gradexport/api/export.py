@@ -8,7 +8,9 @@ plus keyword options, each declared once in `gradexport.core.options`:
   ``model.named_parameters()`` gives), ``module`` (a module whose parameters
   and buffers name the leaves, and whose submodules name the nodes of a
   forward pass run inside `gradexport.capture_modules`),
-  ``edge_metadata`` (the shape, dtype and device of the gradient on every edge).
+  ``edge_metadata`` (the shape, dtype and device of the gradient on every edge),
+  ``open_compiled`` (JSON, DOT, SVG and HTML: the backward graph inside each
+  ``torch.compile`` region, see `gradexport.tracing.compiled`).
 - Fold options: ``depth`` (fold every module nested that deep or deeper into
   one node, see `gradexport.collapse`); ``fit`` (Mermaid only, default
   ``True``: when the diagram is over mermaid.js's limits and the graph knows
@@ -53,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from ..analysis.simplify import collapse, has_modules
+from ..backward.bundle_file import Bundle
 from ..backward.replay_record import Replay
 from ..backward.steps import replay_keeping_grads, step_data
 from ..backward.watch_file import WatchHistory
@@ -159,6 +162,7 @@ def prepare(
             show_none=bool(diagram.show_none),
             show_saved=bool(diagram.show_saved) or diagram.saved_bytes,
             edge_metadata=options.trace.edge_metadata or diagram.edge_shapes,
+            open_compiled=options.trace.open_compiled,
             drawn_only=streams and specs[0].drawn_only,
             caller=f"gradexport.{caller}",
         )
@@ -279,7 +283,7 @@ def to_json(graph_or_roots: GraphOrRoots, **options: Unpack[ExportKeywords]) -> 
     return _text("json", graph_or_roots, options)
 
 
-def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
+def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory | Bundle, *, title: str | None = None, **options: Unpack[ExportKeywords]) -> str:
     """The interactive viewer: one self-contained HTML page that loads nothing (see `gradexport.formats.html`).
 
     It opens folded to about 150 visible nodes (modules, or linear runs and
@@ -287,7 +291,10 @@ def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str 
     the script API ``window.gradexportViewer``. ``title`` names the page
     (default: the roots' names). Given a `gradexport.records.WatchHistory`, it draws
     the graph traced by `gradexport.watch` with the last recorded step's
-    gradient norms on the edges that enter each module. ``write(..., formats="html")`` writes it to
+    gradient norms on the edges that enter each module. Given a `gradexport.records.Bundle`
+    (what `gradexport.load_bundle` reads), it shows the bad step and the healthy step
+    side by side, the bad step's backward step by step, the first node where they diverge
+    selected in both (see `bundle_page_graphs`). ``write(..., formats="html")`` writes it to
     a file; ``gradexport view TARGET`` writes and opens it.
 
     Given a `gradexport.records.Replay` (what `gradexport.replay` returns), or
@@ -310,6 +317,12 @@ def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str 
         >>> page.startswith("<!DOCTYPE html>"), "gradexportViewer" in page
         (True, True)
     """
+    if isinstance(graph_or_roots, Bundle):
+        bad, healthy, summary = bundle_page_graphs(graph_or_roots)
+        options.setdefault("grad_norms", True)
+        _, export_options = prepare(bad, ["html"], options, caller="to_html")
+        page_title = title or f"bad step {graph_or_roots.bad.step}"
+        return "".join(html.generate_bundle_html(bad, healthy, summary, export_options.diagram, title=page_title))
     if isinstance(graph_or_roots, WatchHistory):
         history = graph_or_roots
         step = history.steps[-1] if history.steps else None
@@ -322,6 +335,53 @@ def to_html(graph_or_roots: GraphOrRoots | Replay | WatchHistory, *, title: str 
         return html.to_html(source, export_options.diagram, title=title)
 
 
+def bundle_page_graphs(bundle: Bundle) -> tuple[nx.MultiDiGraph, nx.MultiDiGraph | None, dict[str, Any]]:
+    """The two graphs of a bundle's page and the summary its header shows.
+
+    The bad step's graph gets the divergent node as its non-finite origin mark
+    (graph attribute ``nonfinite``, node attribute ``nonfinite="origin"``), so
+    that its viewer opens with the node shown, selected and marked.
+
+    Examples:
+        >>> import networkx as nx
+        >>> from gradexport.records import Bundle, BundleStep
+        >>> graph = nx.MultiDiGraph()
+        >>> graph.add_node("n1", kind="backward", op="SqrtBackward0", exec_order=4, source="train.py:9", source_code="y = x.sqrt()")
+        >>> step = BundleStep(7, ("the loss is nan",), float("nan"), 1.0, True, None, graph)
+        >>> bad, healthy, summary = bundle_page_graphs(Bundle("b.json", step, None, "n1", 10.0, 50))
+        >>> bad.graph["nonfinite"], summary["divergence_source"], summary["divergence_step"]
+        (['n1'], 'train.py:9: y = x.sqrt()', 3)
+    """
+    bad = bundle.bad.graph.copy()
+    divergence = bundle.divergence
+    summary: dict[str, Any] = {
+        "bad_step": bundle.bad.step,
+        "reasons": list(bundle.bad.reasons),
+        "healthy_step": None if bundle.healthy is None else bundle.healthy.step,
+        "healthy_every": bundle.healthy_every,
+        "divergence": divergence,
+        "divergence_op": None,
+        "divergence_source": bundle.divergence_source,
+        "divergence_step": None,
+        "healthy_divergence_step": None,
+        "forward_origin": bundle.bad.forward_origin,
+        "reproduced": bundle.bad.reproduced,
+    }
+    if divergence is not None and divergence in bad:
+        bad.graph["nonfinite"] = [divergence]
+        bad.nodes[divergence]["nonfinite"] = "origin"
+        summary["divergence_op"] = bad.nodes[divergence].get("op")
+        summary["divergence_step"] = _step_of(bad, divergence)
+        summary["healthy_divergence_step"] = None if bundle.healthy is None else _step_of(bundle.healthy.graph, divergence)
+    return bad, None if bundle.healthy is None else bundle.healthy.graph, summary
+
+
+def _step_of(graph: nx.MultiDiGraph, node: str) -> int | None:
+    """The position of ``node`` in the graph's recorded backward (0 for the first node run), else ``None``."""
+    order = graph.nodes[node].get("exec_order") if node in graph else None
+    return order - 1 if isinstance(order, int) else None
+
+
 def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGraph:
     """The history's graph at ``step``, with what the viewer's step scrubber needs (gradexport/viewer/src/watch.js)."""
     graph = history.graph(step)
@@ -329,6 +389,8 @@ def _watch_page_graph(history: WatchHistory, step: int | None) -> nx.MultiDiGrap
     modules = {name: table.column(name) for name in table.columns}
     graph.graph["watch_steps"] = list(history.steps)
     graph.graph["watch_modules"] = modules
+    norms = history.param_table("norm")
+    graph.graph["watch_params"] = {name: norms.column(name) for name in norms.columns}
     flags = history.flags(step) if history.steps else {}
     graph.graph["watch_flags"] = flags
     for _, data in graph.nodes(data=True):

@@ -71,6 +71,8 @@ _RECORDED_ONLY = frozenset({"grad_norms", "exec_order"})
 DIAGRAM_OPTIONS = FormatOptions(on_graph=_FOLDING | _DRAWING, on_roots=_NAMING | _FOLDING | (_DRAWING - _RECORDED_ONLY))
 #: What a format that writes the graph's data honours: folding; from roots also what the trace records.
 DATA_OPTIONS = FormatOptions(on_graph=_FOLDING, on_roots=_NAMING | _FOLDING | {"edge_metadata", "show_none", "show_saved"})
+#: What only a trace makes and only some formats show: each compiled region's backward graph (JSON, DOT, SVG, the viewer).
+_OPENING = frozenset({"open_compiled"})
 
 
 def _always(options: ExportOptions) -> bool:
@@ -245,6 +247,11 @@ def _adding(options: FormatOptions, names: set[str]) -> FormatOptions:
     return FormatOptions(options.on_graph | names, (options.on_roots or options.on_graph) | names)
 
 
+def _from_roots(options: FormatOptions, names: frozenset[str]) -> FormatOptions:
+    """``options`` with ``names`` honoured too, from roots only (what a trace makes: a graph already built has it or not)."""
+    return FormatOptions(options.on_graph, (options.on_roots or options.on_graph) | names)
+
+
 def _drawn(draw: Callable[[Source, DiagramOptions], str]) -> Callable[[Source, ExportOptions], str]:
     """A writer's ``to_*(source, diagram_options)`` as a format's ``text``."""
     return lambda source, options: draw(source, options.diagram)
@@ -263,6 +270,7 @@ register(
         text=_drawn(dot.to_dot),
         write=_drawn_to(dot.write_dot),
         drawn_only=True,
+        options=_from_roots(DIAGRAM_OPTIONS, _OPENING),
     )
 )
 register(
@@ -273,7 +281,7 @@ register(
         text=lambda source, options: svg.to_svg(source, options.diagram, options.render.prog, options.render.dot_timeout),
         write=lambda source, file, options: svg.write_svg(source, file, options.diagram, options.render.prog, options.render.dot_timeout),
         drawn_only=True,
-        options=_adding(DIAGRAM_OPTIONS, {"prog", "dot_timeout"}),
+        options=_from_roots(_adding(DIAGRAM_OPTIONS, {"prog", "dot_timeout"}), _OPENING),
     )
 )
 register(
@@ -296,6 +304,7 @@ register(
         text=lambda source, options: json.to_json(source),
         write=lambda source, file, options: json.write_json(source, file),
         diagram=False,
+        options=_from_roots(DATA_OPTIONS, _OPENING),
     )
 )
 register(
@@ -308,7 +317,7 @@ register(
         # The viewer folds and boxes modules itself (box_depth: not yet); its side panel shows the recorded edge data.
         options=FormatOptions(
             on_graph=DIAGRAM_OPTIONS.on_graph - {"box_depth"},
-            on_roots=(DIAGRAM_OPTIONS.on_roots or frozenset()) - {"box_depth"} | {"edge_metadata", "steps"},
+            on_roots=(DIAGRAM_OPTIONS.on_roots or frozenset()) - {"box_depth"} | {"edge_metadata", "steps"} | _OPENING,
         ),
     )
 )

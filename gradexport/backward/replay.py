@@ -99,6 +99,7 @@ from .engine_queue import engine_order
 from .gradient_stats import gradient_summary
 from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import GradOutputs, Start, start_gradients
+from .vjp import step_math
 
 # The record, the starts and the statistics live in their own modules; their names stay importable from here.
 __all__ = ["GradOutputs", "Replay", "ReplayError", "ReplayStart", "ReplayStep", "Start", "gradient_summary", "replay", "start_gradients"]
@@ -270,7 +271,7 @@ def _run_step(
         if grad is not None:
             grad = outputs[position] = _fit_to_slot(node_id, op, position, grad, input_metadata(child)[slot])
             deliver(target, slot, grad)
-    return ReplayStep(node_id, op, inputs, tuple(outputs), tuple(targets))
+    return ReplayStep(node_id, op, inputs, tuple(outputs), tuple(targets), step_math(node, op, inputs, outputs))
 
 
 def _apply_python_node(

@@ -26,6 +26,7 @@ import torch
 from ..core.errors import ArgumentKeyError
 from ..tracing.tensors import plain, tensor_meta
 from .gradient_stats import gradient_summary
+from .vjp import StepMath
 
 __all__ = ["Replay", "ReplayStart", "ReplayStep"]
 
@@ -55,6 +56,10 @@ class ReplayStep:
             ``(None, 0)`` position or where the node returned nothing.
         targets: For each ``next_functions`` position, ``(node id, input slot)``
             that received it, or ``None`` for a ``(None, 0)`` position.
+        math: The formula the node computed, its local derivative and each
+            vector–Jacobian product with its values, evaluated from the node's
+            saved values (`gradexport.backward.vjp.step_math`; it holds those
+            values). ``None`` for a step built by hand.
     """
 
     node: str
@@ -62,6 +67,7 @@ class ReplayStep:
     inputs: tuple[torch.Tensor | None, ...]
     outputs: tuple[torch.Tensor | None, ...]
     targets: tuple[tuple[str, int] | None, ...]
+    math: StepMath | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

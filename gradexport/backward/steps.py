@@ -18,7 +18,12 @@ that one step returns and the next receives costs its bytes once:
   (`gradexport.backward.engine_queue`), ``inputs`` one tensor number (or
   ``None``) per input slot as the node was called (arrivals summed),
   ``outputs`` one per ``next_functions`` position (``None`` for nothing); an
-  ``AccumulateGrad`` step has a fourth item, the leaf's ``.grad`` after it.
+  ``AccumulateGrad`` step has a fourth item, the leaf's ``.grad`` after it;
+* ``math``: per step, the formula the node computed (`gradexport.backward.vjp`):
+  ``[forward, local, products, note]``, each product ``[position, text,
+  [[symbol, tensor], ...], tensor]`` (its terms, then its value); ``None`` for
+  a step without one (a record built by hand). Its words are numbers into
+  ``texts``, each text stored once (the steps of a 12-layer model repeat a few).
 
 Node ids ``"nK"`` are stored as the number ``K``. Which edges feed a slot and
 where an output goes are the graph's own edges (``next_index``, ``input_nr``).
@@ -31,17 +36,22 @@ Examples:
     [[1, [0], [1]], [2, [1], [2, None]], [3, [2], [], 2]]
     >>> data["tensors"][2]
     [1, 'tensor([3., 3.])']
+    >>> [data["texts"][i] for i in (*data["math"][1][:2], data["math"][1][2][0][1])]
+    ['z = x · y', '∂z/∂x = y,  ∂z/∂y = x', 'dx = dz · y']
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
+from torch.autograd.graph import Node
 
 from ..core.errors import StepsUnavailableError
-from ..tracing._torch import leaf_variable, post_accumulate_hook_count
+from ..tracing._torch import leaf_variable, post_accumulate_hook_count, sequence_nr
 from ..tracing.graph import Params, trace
 from ..tracing.roots import Roots
 from ..tracing.tensors import plain, type_name
@@ -49,7 +59,7 @@ from .replay import replay
 from .replay_record import Replay
 from .start_gradients import GradOutputs
 
-__all__ = ["VALUES_UP_TO", "replay_keeping_grads", "step_data"]
+__all__ = ["VALUES_UP_TO", "name_nodes", "replay_keeping_grads", "step_data"]
 
 #: Tensors with at most this many elements are stored with their values, larger ones as statistics.
 VALUES_UP_TO = 16
@@ -85,15 +95,27 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         by_object[id(tensor)] = index
         return index
 
+    texts: dict[str, int] = {}
+
+    def text(words: str) -> int:
+        return texts.setdefault(words, len(texts))
+
     leaf_grads = _leaf_grads(record, record.grads)
     before = [[_node(node), number(grad)] for node, grad in _leaf_grads(record, record.grads_before).items() if grad is not None]
     starts = [[_node(start.node), start.input_nr, number(start.grad)] for start in record.starts]
     steps: list[list[Any]] = []
+    maths: list[list[Any] | None] = []
     for step in record.steps:
         row: list[Any] = [_node(step.node), [number(grad) for grad in step.inputs], [number(grad) for grad in step.outputs]]
         if step.node in leaf_grads:
             row.append(number(leaf_grads[step.node]))
         steps.append(row)
+        formula = step.math
+        if formula is None:
+            maths.append(None)
+            continue
+        products = [[p.position, text(p.text), [[text(t.symbol), number(t.value)] for t in p.terms], number(p.value)] for p in formula.products]
+        maths.append([text(formula.forward), text(formula.local), products, text(formula.note)])
     return {
         "version": 1,
         "values_up_to": values_up_to,
@@ -102,7 +124,69 @@ def step_data(record: Replay, *, values_up_to: int = VALUES_UP_TO) -> dict[str, 
         "starts": starts,
         "before": before,
         "steps": steps,
+        "math": maths,
+        "texts": list(texts),
     }
+
+
+def name_nodes(record: Replay, namespace: Mapping[str, Any]) -> Replay:
+    """``record`` with the node attribute ``variables`` on each node of its graph that a name of ``namespace`` holds.
+
+    What a page's blocks call ``back_mul = back_sum.next_functions[0][0]`` is
+    then on the node in the stepping viewer. A name holding an autograd
+    ``Node`` is matched to the record's graph by structure: a node whose type
+    and ``sequence_nr`` only one node of the graph has is matched directly,
+    and from each matched node its ``next_functions`` are followed along the
+    graph's edges (position ``i`` to the edge with ``next_index`` ``i``), which
+    also matches the ``AccumulateGrad`` nodes (they share one ``sequence_nr``).
+    A node of another graph (one built again since) matches nothing. Names
+    that start with ``_`` are left out; the record itself is not changed.
+
+    Examples:
+        >>> import torch, gradexport
+        >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> loss = (x * 3).sum()
+        >>> record = gradexport.replay(loss, params={"x": x})
+        >>> back_sum = loss.grad_fn
+        >>> back_x = back_sum.next_functions[0][0].next_functions[0][0]
+        >>> named = name_nodes(record, {"back_sum": back_sum, "back_x": back_x, "x": x})
+        >>> sorted((node, data["variables"]) for node, data in named.graph.nodes(data=True) if "variables" in data)
+        [('n1', ['back_sum']), ('n3', ['back_x'])]
+    """
+    graph = record.graph
+    wanted: dict[Node, list[str]] = {}
+    for name, value in namespace.items():
+        if isinstance(value, Node) and not name.startswith("_"):
+            wanted.setdefault(value, []).append(name)
+    if not wanted:
+        return record
+    anchors: dict[tuple[str, int], list[str]] = {}
+    for node_id, data in graph.nodes(data=True):
+        if "torch_name" in data and data.get("sequence_nr", -1) >= 0:
+            anchors.setdefault((data["torch_name"], data["sequence_nr"]), []).append(node_id)
+    found: dict[Node, str] = {}
+    for start in wanted:
+        matches = anchors.get((start.name(), sequence_nr(start)), [])
+        if start in found or len(matches) != 1:
+            continue
+        stack = [(start, matches[0])]
+        while stack:
+            node, node_id = stack.pop()
+            if node in found:
+                continue
+            found[node] = node_id
+            by_position = {data["next_index"]: child for _, child, data in graph.out_edges(node_id, data=True)}
+            for position, (child, _) in enumerate(node.next_functions):
+                child_id = by_position.get(position)
+                if child is not None and child_id is not None and graph.nodes[child_id].get("torch_name") == child.name():
+                    stack.append((child, child_id))
+    if not any(node in found for node in wanted):
+        return record
+    named = graph.copy()
+    for node, names in wanted.items():
+        if node in found:
+            named.nodes[found[node]]["variables"] = names
+    return dataclasses.replace(record, graph=named)
 
 
 def replay_keeping_grads(

@@ -13,8 +13,11 @@ recorded step, and again only after the modules a step calls change (a
 A step ends at ``optimizer.step()`` when the optimizer is given (a step
 pre-hook reads the gradients, a post-hook the update), otherwise at
 `Watch.step`, to be called after ``backward()``. Statistics are computed as
-tensors (``torch._foreach_norm`` over all gradients at once) and turned into
-Python numbers once per step. The hooks return ``None`` and read, never write:
+tensors in as few calls as the gradients allow (`gradexport.backward.watch_stats`:
+one ``torch._foreach_norm`` over all gradients, one padded matrix for all the
+small ones) and turned into Python numbers once per step. A container that
+returns its last child's output (``nn.Sequential``) shares that output's one
+hook and norm. The hooks return ``None`` and read, never write:
 training under `watch` is bit-identical to training without it.
 
 What is recorded under ``DistributedDataParallel``: a parameter's ``.grad``
@@ -62,10 +65,12 @@ from torch.utils.hooks import RemovableHandle
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
 from ..core.extras import import_extra
 from ..core.reports import module_label
-from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, full_value, register_step_hooks, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, register_step_hooks, tensor_leaves
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
+from .recorder import BadSteps, FlightRecorder
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
+from .watch_stats import GradientStatistics, floats
 
 __all__ = ["RECORDED", "Watch", "watch"]
 
@@ -88,6 +93,7 @@ def watch(
     tensorboard: str | os.PathLike[str] | None = None,
     thresholds: dict[str, float] | None = None,
     on_step: Callable[[int], None] | None = None,
+    bad_steps: str | os.PathLike[str] | BadSteps | None = None,
 ) -> Watch:
     """Watch ``model``'s gradients over a training loop: a context manager, or call `Watch.start` and `Watch.close`.
 
@@ -114,6 +120,11 @@ def watch(
             `WatchHistory.flags` (``layers``, ``own``, ``explode``, ``baseline_steps``).
         on_step: Called with the step's index after every step ends,
             recorded or not (the command line moves its progress bar so).
+        bad_steps: A folder (or a `gradexport.tools.BadSteps` for the
+            thresholds): the flight recorder writes a bundle into it for every
+            step whose loss, output or gradients hold NaN or Inf, or whose
+            gradient norm jumps (see `gradexport.backward.recorder`;
+            `gradexport.load_bundle` reads one, ``gradexport view`` shows it).
 
     Examples:
         >>> import torch, gradexport
@@ -135,6 +146,7 @@ def watch(
         tensorboard=tensorboard,
         thresholds=thresholds,
         on_step=on_step,
+        bad_steps=bad_steps,
     )
 
 
@@ -154,6 +166,7 @@ class Watch(AbstractContextManager["Watch"]):
         tensorboard: str | os.PathLike[str] | None = None,
         thresholds: dict[str, float] | None = None,
         on_step: Callable[[int], None] | None = None,
+        bad_steps: str | os.PathLike[str] | BadSteps | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ArgumentTypeError(f"watch() takes an nn.Module, not {type(model).__name__}")
@@ -196,7 +209,9 @@ class Watch(AbstractContextManager["Watch"]):
         self._file: WatchFile | None = None
         self._board: Any = None
         self._handles: list[RemovableHandle] = []
-        self._norms: list[tuple[int, torch.Tensor]] = []
+        self._norms: list[tuple[list[int], torch.Tensor]] = []
+        self._last_output: torch.Tensor | None = None
+        self._last_output_modules: list[int] = []
         self._calls: list[int] = []
         self._traced_calls: tuple[int, ...] | None = None
         self._need_trace = trace
@@ -205,7 +220,10 @@ class Watch(AbstractContextManager["Watch"]):
         self._pending: dict[str, Any] | None = None
         self._pending_graph: dict[str, Any] | None = None
         self._buffers: dict[int, torch.Tensor] = {}
+        self._statistics = GradientStatistics()
         self._started = False
+        #: The flight recorder of ``bad_steps``, else ``None``.
+        self.recorder = None if bad_steps is None else FlightRecorder(model, bad_steps if isinstance(bad_steps, BadSteps) else BadSteps(bad_steps))
 
     # --- life cycle -----------------------------------------------------------------
 
@@ -229,6 +247,8 @@ class Watch(AbstractContextManager["Watch"]):
         if self.optimizer is not None:
             self._handles += register_step_hooks(self.optimizer, self._before_update, self._after_update)
         self._begin_tracing()
+        if self.recorder is not None:
+            self.recorder.start()
         return self
 
     def close(self) -> None:
@@ -236,7 +256,10 @@ class Watch(AbstractContextManager["Watch"]):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self.recorder is not None:
+            self.recorder.close()
         self._buffers = {}
+        self._statistics = GradientStatistics()
         self._end_tracing()
         if self._file is not None:
             self._file.close()
@@ -265,17 +288,24 @@ class Watch(AbstractContextManager["Watch"]):
     def _after_forward(self, index: int, module: nn.Module, args: Any, output: Any) -> None:
         if not self.recording:
             return
+        if output is self._last_output:
+            # A container returning its last child's output (Sequential): that tensor's one hook and norm serve both.
+            self._last_output_modules.append(index)
+            self._calls.append(index)
+            return
         hooked = False
         # Most modules return one tensor: skip pytree's walk for it.
         for tensor in (output,) if isinstance(output, torch.Tensor) else tensor_leaves(output):
             if tensor.requires_grad:
-                tensor.register_hook(partial(self._on_output_grad, index))
+                modules = [index]
+                tensor.register_hook(partial(self._on_output_grad, modules))
+                self._last_output, self._last_output_modules = tensor, modules
                 hooked = True
         if hooked:
             self._calls.append(index)
 
-    def _on_output_grad(self, index: int, grad: torch.Tensor) -> None:
-        self._norms.append((index, torch.linalg.vector_norm(grad.detach())))
+    def _on_output_grad(self, modules: list[int], grad: torch.Tensor) -> None:
+        self._norms.append((modules, torch.linalg.vector_norm(grad.detach())))
 
     def _begin_tracing(self) -> None:
         # Entered before the model's forward begins (at start(), or when the previous step ends), so that
@@ -321,6 +351,8 @@ class Watch(AbstractContextManager["Watch"]):
     def _before_update(self, *_: Any) -> None:
         if self.recording:
             self._pending = self._read_gradients()
+        if self.recorder is not None:  # after the reading above: the recorder's re-run of the step leaves it untouched
+            self.recorder.end_step(self.step_index)
 
     def _after_update(self, *_: Any) -> None:
         try:
@@ -334,6 +366,7 @@ class Watch(AbstractContextManager["Watch"]):
             self._pending = None
             self._norms = []
             self._calls = []
+            self._last_output, self._last_output_modules = None, []
             self.step_index += 1
             self._begin_tracing()
         if self._on_step is not None:
@@ -344,49 +377,40 @@ class Watch(AbstractContextManager["Watch"]):
         return [index for index, (_, param) in enumerate(self._params) if param.grad is not None and param.grad.numel()]
 
     def _read_gradients(self) -> dict[str, Any]:
-        """The step's statistics, with one conversion of tensors into numbers.
+        """The step's statistics: the gradients' from `GradientStatistics`, the weights' and module outputs' norms beside.
 
-        What each costs on 2 shared CPU cores, for an MLP's 528,906 parameters in
-        18 tensors (one thread): ``_foreach_norm`` 0.08 ms for the 2-norm but
-        1.75 ms for the inf-norm, so the largest ``|g|`` comes from ``aminmax``
-        (0.2 ms); ``clone()`` of the parameters 1.35 ms against 0.065 ms for a
-        ``_foreach_copy_`` into buffers kept between steps. The 1-norm comes from
-        ``abs().sum()`` per tensor: ``_foreach_norm`` takes a slow path for it too
-        (figures in docs/performance.md).
+        The parameters are copied into buffers kept between steps for the
+        update ratio (``_foreach_copy_``, one call; a ``clone()`` per
+        parameter allocates each time).
         """
         present = self._present()
+        grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
+        gradients = self._statistics.columns(grads)
         with torch.no_grad():
-            grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
-            extremes = [torch.aminmax(grad) for grad in grads]
             tensors: list[torch.Tensor] = []
-            if grads:
-                tensors += foreach_norm(grads) + [low for low, _ in extremes] + [high for _, high in extremes]
-                tensors += [grad.mean() for grad in grads] + [grad.abs().sum() for grad in grads]
             weights = []
             if self.optimizer is not None and grads:
-                weights = [self._params[index][1].detach() for index in present]
+                weights = [self._params[index][1] for index in present]
                 buffers = [self._buffer(index, weight) for index, weight in zip(present, weights)]
                 foreach_copy_(buffers, weights)
                 tensors += foreach_norm(weights)
             tensors += [norm for _, norm in self._norms]
-            numbers = _floats(tensors)
-        count = len(present)
+            numbers = floats(tensors)
         width = len(self._params)
         columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite")}
         for position, (index, grad) in enumerate(zip(present, grads)):
-            low, high = numbers[count + position], numbers[2 * count + position]
-            largest = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
-            columns["norm"][index] = numbers[position]
+            largest = gradients.max_abs[position]
+            columns["norm"][index] = gradients.norm[position]
             columns["max_abs"][index] = largest
-            columns["mean"][index] = numbers[3 * count + position]
-            columns["mean_abs"][index] = numbers[4 * count + position] / grad.numel()
+            columns["mean"][index] = gradients.sum[position] / grad.numel()
+            columns["mean_abs"][index] = gradients.abs_sum[position] / grad.numel()
             # The largest |g| is finite exactly when every element is (a NaN makes it NaN): count only then.
             columns["nonfinite"][index] = 0 if math.isfinite(largest) else int((~torch.isfinite(grad)).sum())
-        rest = numbers[5 * count :]
-        weight_norms, rest = rest[: len(weights)], rest[len(weights) :]
+        weight_norms, rest = numbers[: len(weights)], numbers[len(weights) :]
         received: list[list[float]] = [[] for _ in self._modules]
-        for (index, _), norm in zip(self._norms, rest):
-            received[index].append(norm)
+        for (modules, _), norm in zip(self._norms, rest):
+            for index in modules:
+                received[index].append(norm)
         # A module called several times a step (shared weights) receives a gradient at each call: the norm is over all.
         module_norms = [None if not got else got[0] if len(got) == 1 else math.sqrt(sum(n * n for n in got)) for got in received]
         record: dict[str, Any] = {
@@ -413,8 +437,8 @@ class Watch(AbstractContextManager["Watch"]):
             return ratios
         with torch.no_grad():
             buffers = [self._buffers[index] for index in present]
-            foreach_sub_(buffers, [self._params[index][1].detach() for index in present])  # before - after
-            changes = _floats(foreach_norm(buffers))
+            foreach_sub_(buffers, [self._params[index][1] for index in present])  # before - after
+            changes = floats(foreach_norm(buffers))
         for index, change, size in zip(present, changes, sizes):
             ratios[index] = change / size if size else (math.inf if change else math.nan)  # as torch divides
         return ratios
@@ -454,22 +478,6 @@ class Watch(AbstractContextManager["Watch"]):
         self.records.append(record)
         if self._file is not None:
             self._file.write(record)
-
-
-def _floats(tensors: list[torch.Tensor]) -> list[float]:
-    """0-d tensors as Python floats, in one device-to-host transfer.
-
-    A statistic of an FSDP2 gradient (a sharded ``DTensor``) is a partial
-    value per rank: it is reduced first (a collective per value, so every
-    rank must step), and the history holds the whole gradient's statistics.
-    """
-    if not tensors:
-        return []
-    tensors = [full_value(tensor) for tensor in tensors]
-    first = tensors[0]
-    if all(tensor.dtype == first.dtype and tensor.device == first.device for tensor in tensors):
-        return [float(value) for value in torch.stack(tensors).tolist()]
-    return [float(value) for value in torch.stack([tensor.to("cpu", torch.float64) for tensor in tensors]).tolist()]
 
 
 def _rank() -> tuple[int, int]:

@@ -40,6 +40,7 @@ GradexportWarning (UserWarning)
 ├── MermaidSizeWarning: a diagram over mermaid.js's limits
 ├── DeepGraphWarning (RuntimeWarning): freeing a deep graph may crash the process
 ├── StructureChangedWarning: a watched model called other modules than before; its graph is traced again
+├── UnreproducedStepWarning: the flight recorder saw a bad step it cannot run again, so wrote no bundle
 ├── GraphvizSizeWarning: a graph so large that Graphviz may take minutes, or a picture folded for that reason
 ├── GraphvizWarning (RuntimeWarning): Graphviz drew the picture and printed a warning
 ├── ModuleNotCapturedWarning: module= named no node, since the forward pass ran outside capture_modules
@@ -95,6 +96,7 @@ __all__ = [
     "StructureChangedWarning",
     "TorchVersionError",
     "UnreadableFileError",
+    "UnreproducedStepWarning",
     "ViewerTooLargeError",
     "file_error",
 ]
@@ -286,6 +288,10 @@ class DeepGraphWarning(GradexportWarning, RuntimeWarning):
 
 class StructureChangedWarning(GradexportWarning):
     """A model under `gradexport.watch` called other modules than at the last traced step; its graph is traced again."""
+
+
+class UnreproducedStepWarning(GradexportWarning):
+    """The flight recorder of ``gradexport.watch(bad_steps=...)`` saw a bad step but the model was not called in it with gradients on: no bundle."""
 
 
 class GraphvizSizeWarning(GradexportWarning):

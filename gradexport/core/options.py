@@ -4,7 +4,7 @@ An option is a field of one of four frozen dataclasses, grouped by what it
 changes:
 
 - `TraceOptions`: how roots are traced into a graph (``params``,
-  ``module``, ``edge_metadata``). Only when roots are given.
+  ``module``, ``edge_metadata``, ``open_compiled``). Only when roots are given.
 - `FoldOptions`: how the graph is folded before drawing (``depth``,
   and Mermaid's ``fit``).
 - `DiagramOptions`: what a diagram shows (``direction``,
@@ -166,11 +166,13 @@ class TraceOptions:
         module: A module that names the leaves and, with a forward pass run in
             `gradexport.capture_modules`, the module of every node.
         edge_metadata: Record the shape, dtype and device of the gradient on every edge.
+        open_compiled: Put the backward graph inside each ``torch.compile`` region on its node (torch 2.3 and later).
     """
 
     params: Any = option(None, "names for leaf tensors, as model.named_parameters() gives them")
     module: Any = option(None, "an nn.Module naming the leaves and, under capture_modules, every node's module")
     edge_metadata: bool = option(False, "record each gradient's shape, dtype and device on its edge", parse=_boolean, flag="--edge-metadata")
+    open_compiled: bool = option(False, "show the backward graph inside each torch.compile region", parse=_boolean, flag="--open-compiled")
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,7 @@ class ExportKeywords(TypedDict, total=False):
     params: Any
     module: Any
     edge_metadata: bool
+    open_compiled: bool
     depth: int | None
     fold_modules: tuple[str, ...] | None
     fit: bool

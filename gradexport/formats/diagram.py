@@ -61,7 +61,9 @@ class DiagramNode(NamedTuple):
     ``group`` is the module path whose box it sits in; ``edges`` are
     ``(target id, look)`` pairs in the graph's order. ``tooltip`` is the
     line of the user's forward that made the node (``PATH:LINE: code``,
-    from `gradexport.tools.capture_source`), or None.
+    from `gradexport.tools.capture_source`), or None. ``region`` is the
+    backward graph inside a compiled region (the node's ``compiled_graph``,
+    see `gradexport.tracing.compiled`), or None.
     """
 
     id: str
@@ -70,6 +72,7 @@ class DiagramNode(NamedTuple):
     group: str | None = None
     edges: Sequence[tuple[str, EdgeLook]] = ()
     tooltip: str | None = None
+    region: Mapping[str, Any] | None = None
 
 
 class Cluster(NamedTuple):
@@ -188,7 +191,7 @@ def diagram(graph: GraphSource, options: DiagramOptions) -> Iterator[DiagramNode
             edges.extend((f"{node_id}_none{slot}", EdgeLook((f"{slot}→0",))) for slot in drawn_none)
         where = attributes.get("source")
         tooltip = printable(f"{where}: {attributes.get('source_code', '')}") if isinstance(where, str) else None
-        yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip))
+        yield _new_record(DiagramNode, (node_id, look[0], look[1], group, edges, tooltip, attributes.get("compiled_graph")))
         for slot in drawn_none:
             yield DiagramNode(f"{node_id}_none{slot}", "none", ("None",), group)
 

@@ -12,6 +12,13 @@ Legend (the same in every format):
   ``next_functions``), only when shown.
 - Dashed purple box around nodes: the module that created them (when the
   graph has ``module`` attributes), nested as the modules nest.
+- Dashed orange box below a compiled region: the backward graph inside it
+  (from ``to_networkx(..., open_compiled=True)``): its ops, each with the
+  forward op and user line it differentiates, the values it reads (an edge
+  from each input to the op), the saved values and incoming gradients as
+  ellipses, and ``→ i`` on an op whose result flows along the region's
+  ``next_functions[i]``; a dashed edge leads from the region's node into it.
+  Its nodes' ids are opaque too (``"n3/op0"``).
 - Purple 3-D box: a module folded into one node by `gradexport.collapse`;
   ``×N`` on an edge: it stands for N edges with the same indices.
 - Edge label ``i→k``: the parent's ``next_functions[i]`` is ``(child, k)``;
@@ -50,15 +57,16 @@ Examples:
 from __future__ import annotations
 
 import html
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import RenderError
 from ..core.options import DiagramOptions
 from ..core.source import GraphSource, Source
 from .diagram import DiagramNode, EdgeLook, ModuleBoxes, diagram
 from .files import TextOutput, text_output
+from .labels import printable
 from .styles import FONT, GRAD_BAD_COLOR, GRAD_COLORS, STYLES, grad_legend
 
 if TYPE_CHECKING:
@@ -91,6 +99,8 @@ _DEFAULT_STYLE = "backward"
 _NODE_ATTRIBUTES = {name: "" if name == _DEFAULT_STYLE else ", " + text for name, text in _STYLE_ATTRIBUTES.items()}
 
 
+_REGION_ATTRIBUTES = f'labeljust="l"; style="rounded,dashed"; color="{STYLES["special"].stroke}"; fontsize="10";'
+_REGION_INPUT_ATTRIBUTES = 'shape="ellipse", style="dashed"'
 _CLUSTER_ATTRIBUTES = 'labeljust="l"; style="rounded,dashed"; color="#9575cd"; fontcolor="#4527a0"; fontsize="10";'
 
 
@@ -135,6 +145,7 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
     # of each look is made once.
     node_texts: dict[tuple[str, tuple[str, ...]], str] = {}
     edge_texts: dict[EdgeLook, str] = {}
+    regions: list[tuple[str, Mapping[str, Any]]] = []
 
     def node_line(node: DiagramNode, indent: str) -> str:
         look = node[1:3]  # (style, lines)
@@ -161,6 +172,8 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
             yield node_line(node, "  ")
         else:
             boxes.add(node)
+        if node.region is not None:
+            regions.append((node_id, node.region))
     for event, item, indent in boxes.events():
         if isinstance(item, DiagramNode):
             yield node_line(item, indent)
@@ -169,6 +182,8 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
             yield f"{indent}  label={quote([item.label])}; {_CLUSTER_ATTRIBUTES}"
         else:
             yield f"{indent}}}"
+    for node_id, region in regions:
+        yield from _region_lines(node_id, region, edge_lines)
     yield from edge_lines
     if boxes.drawn:
         # newrank: rank="same" across boxes (dot's older ranking ignores it there).
@@ -180,6 +195,36 @@ def generate_dot(graph: GraphSource, options: DiagramOptions | None = None) -> I
     if any(look.color in GRAD_COLORS for look in edge_texts):
         yield f'  label={_grad_legend()}; labelloc="b"; labeljust="l"; fontsize="11";'
     yield "}"
+
+
+def _region_lines(node_id: str, region: Mapping[str, Any], edge_lines: list[str]) -> Iterator[str]:
+    """The cluster of a compiled region's backward graph (see `gradexport.tracing.compiled`), its edges added to ``edge_lines``.
+
+    Its nodes have opaque ids, as the graph's do: ``"<region node id>/in<k>"`` for
+    the region's k-th input and ``"<region node id>/op<k>"`` for its k-th op.
+    """
+    elements: dict[str, str] = {}
+    for number, value in enumerate(region.get("inputs", ())):
+        elements[value["id"]] = f'"{node_id}/in{number}"'
+    for number, op in enumerate(region.get("ops", ())):
+        elements[op["id"]] = f'"{node_id}/op{number}"'
+    yield f'  subgraph "cluster_{node_id}_compiled" {{'
+    yield f"    label={quote(['inside the compiled region'])}; {_REGION_ATTRIBUTES}"
+    returned = {output["id"]: output["next_index"] for output in region.get("outputs", ())}
+    for value in region.get("inputs", ()):
+        yield f"    {elements[value['id']]} [label={quote([printable(value['id']), value['role']])}, {_REGION_INPUT_ATTRIBUTES}];"
+        if value["role"] == "gradient":
+            edge_lines.append(f'  "{node_id}" -> {elements[value["id"]]} [style="dashed", color="{STYLES["special"].stroke}"];')
+    for op in region.get("ops", ()):
+        lines = [op["op"]]
+        if "forward_op" in op or "source" in op:
+            lines.append(" ".join(str(op[key]) for key in ("forward_op", "source") if key in op))
+        if op["id"] in returned:
+            lines.append(f"→ {returned[op['id']]}")
+        tooltip = f", tooltip={quote([printable(op['source'] + ': ' + op.get('source_code', ''))])}" if "source" in op else ""
+        yield f"    {elements[op['id']]} [label={quote([printable(line) for line in lines])}{tooltip}];"
+        edge_lines.extend(f"  {elements[value]} -> {elements[op['id']]};" for value in op["inputs"] if value in elements)
+    yield "  }"
 
 
 def _grad_legend() -> str:

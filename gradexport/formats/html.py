@@ -55,12 +55,24 @@ from ..core.source import GraphSource, adjacency, graph_attributes
 from .diagram import drawn_none_slots
 from .files import TextOutput, text_output
 from .labels import DIFF_MARKS, element_id, node_lines, printable
-from .styles import GRAD_BAD_COLOR, GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK, MARK_COLORS, STYLES, grad_legend
+from .styles import (
+    GRAD_BAD_COLOR,
+    GRAD_BOUNDS,
+    GRAD_COLORS,
+    GRAD_COLORS_DARK,
+    MARK_COLORS,
+    STYLES,
+    WATCH_GRAD_BOUNDS,
+    WATCH_GRAD_COLORS,
+    WATCH_GRAD_COLORS_DARK,
+    grad_legend,
+)
 
 __all__ = [
     "MAX_VIEWER_EDGES",
     "MAX_VIEWER_NODES",
     "ViewerTooLargeError",
+    "generate_bundle_html",
     "generate_html",
     "notebook_iframe",
     "to_html",
@@ -144,6 +156,58 @@ def generate_html(source: GraphSource, options: DiagramOptions | None = None, *,
     yield from _data_chunks(data)
     yield "</script>\n<script>\n"
     yield bundle
+    yield "</script>\n</body>\n</html>\n"
+
+
+def generate_bundle_html(
+    bad: GraphSource,
+    healthy: GraphSource | None,
+    summary: Mapping[str, Any],
+    options: DiagramOptions | None = None,
+    *,
+    title: str,
+) -> Iterator[str]:
+    """Yield the page of a flight-recorder bundle: the bad step's graph and the healthy step's, side by side.
+
+    The page holds both graphs' data and ``summary`` (what its header shows:
+    ``bad_step``, ``reasons``, ``healthy_step``, ``healthy_every``,
+    ``divergence``, ``divergence_op``, ``divergence_source``,
+    ``divergence_step``, ``forward_origin``, ``reproduced``) in one
+    ``<script id="gradexport-bundle">`` element; the viewer's script finds it
+    and opens each step in a viewer of its own (an ``<iframe>`` it writes from
+    its own text), the divergent node selected in both. The page keeps
+    working from ``file://`` on a machine without gradexport.
+
+    Examples:
+        >>> import networkx as nx
+        >>> bad = nx.MultiDiGraph()
+        >>> bad.add_node("n0", kind="backward", op="SqrtBackward0")
+        >>> page = "".join(generate_bundle_html(bad, None, {"bad_step": 3}, title="bad step 3"))
+        >>> 'id="gradexport-bundle"' in page and "<title>bad step 3</title>" in page
+        True
+    """
+    options = options or DiagramOptions()
+    pages = [_encode(graph, options) if graph is not None else None for graph in (bad, healthy)]
+    script = viewer_bundle()
+    yield (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="generator" content="gradexport">\n'
+        f"<title>{html.escape(printable(title))}</title>\n</head>\n<body>\n"
+        '<div id="gradexport-viewer"></div>\n'
+        "<noscript>This page draws the two steps' autograd graphs with JavaScript, which is turned off.</noscript>\n"
+        '<script type="application/json" id="gradexport-bundle">'
+    )
+    yield '{"title":' + _safe(_encode_json(title)) + ',"summary":' + _safe(_encode_json(dict(summary)))
+    for name, data in zip(("bad", "healthy"), pages):
+        yield f',"{name}":'
+        if data is None:
+            yield "null"
+            continue
+        data["title"] = f"{name} step {summary.get(f'{name}_step')}"
+        yield from _data_chunks(data)
+    yield "}</script>\n<script>\n"
+    yield script
     yield "</script>\n</body>\n</html>\n"
 
 
@@ -273,6 +337,9 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         edges += (source_index, target_index, key, next_index, input_nr)
 
     contiguous = all(node_id == f"n{position}" for position, node_id in enumerate(node_ids))
+    # A watch history's page (gradexport.to_html(history)) colours on its wider scale: a vanishing gradient spans many decades.
+    watched = "watch_steps" in attributes_of_graph
+    bounds, colors, dark = (WATCH_GRAD_BOUNDS, WATCH_GRAD_COLORS, WATCH_GRAD_COLORS_DARK) if watched else (GRAD_BOUNDS, GRAD_COLORS, GRAD_COLORS_DARK)
     data = {
         "format": "gradexport-viewer",
         "version": 1,
@@ -289,10 +356,10 @@ def _encode(source: GraphSource, options: DiagramOptions) -> dict[str, Any]:
         "styles": {name: style._asdict() for name, style in STYLES.items()},
         "mark_colors": MARK_COLORS,
         "mark_words": _MARK_WORDS,
-        "grad_colors": list(GRAD_COLORS),
-        "grad_colors_dark": list(GRAD_COLORS_DARK),
-        "grad_bounds": list(GRAD_BOUNDS),
-        "grad_legend": [text for text, _, _ in grad_legend()],
+        "grad_colors": list(colors),
+        "grad_colors_dark": list(dark),
+        "grad_bounds": list(bounds),
+        "grad_legend": [text for text, _, _ in grad_legend(bounds, colors)],
         "grad_bad_color": GRAD_BAD_COLOR,
         "graph": attributes_of_graph,
         "strings": list(strings),

@@ -442,6 +442,19 @@ _GRADIENT = _Record(
     }
 )
 _TENSOR_FIELDS = {"shape": _SHAPE, "dtype": str, "device": str}
+_SOURCE_FIELDS = {"source": str, "source_code": str, "source_function": str}
+#: A compiled region's backward graph (gradexport.tracing.compiled).
+_COMPILED_GRAPH = _Record(
+    {
+        "ops": _ListOf(
+            _Record({"id": str, "op": str, "inputs": _ListOf(str), "seq_nr": int, "forward_op": str, **_SOURCE_FIELDS}, required=("id", "op", "inputs"))
+        ),
+        "inputs": _ListOf(_Record({"id": str, "role": frozenset({"saved", "gradient"})}, required=("id", "role"))),
+        "outputs": _ListOf(_Record({"id": str, "next_index": _Index}, required=("id", "next_index"))),
+        "metadata_kept": bool,
+    },
+    required=("ops", "inputs", "outputs", "metadata_kept"),
+)
 #: The documented attributes (gradexport.tracing.graph, .flow, .simplify) and their JSON types.
 _NODE_FIELDS: dict[str, Any] = {
     "kind": frozenset((*KINDS, "module")),
@@ -460,10 +473,9 @@ _NODE_FIELDS: dict[str, Any] = {
     "num_edges": _Index,
     "ops": _MapOf(_Index),
     "hidden_leaves": _Index,
-    "source": str,
-    "source_code": str,
-    "source_function": str,
+    **_SOURCE_FIELDS,
     "source_stack": _ListOf(str),
+    "compiled_graph": _COMPILED_GRAPH,
 }
 _EDGE_FIELDS: dict[str, Any] = {
     "next_index": _Index,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from ..core.source import Source
@@ -33,6 +33,9 @@ __all__ = [
     "MARK_STYLES",
     "NODE_STYLES",
     "STYLES",
+    "WATCH_GRAD_BOUNDS",
+    "WATCH_GRAD_COLORS",
+    "WATCH_GRAD_COLORS_DARK",
     "GradScale",
     "NodeStyle",
     "grad_legend",
@@ -92,10 +95,18 @@ GRAD_COLORS = ("#21918c", "#287d8e", "#306a8e", "#3b528b", "#46307e", "#440154")
 #: The same steps for the viewer's dark theme (viridis from 0.5 up to 1): larger is brighter.
 GRAD_COLORS_DARK = ("#21918c", "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725")
 GRAD_BAD_COLOR = "#d32f2f"
+#: The scale of a watch history's page (`gradexport.to_html` of a `gradexport.records.WatchHistory`):
+#: a vanishing gradient spans many decades, so its steps are three decades wide, from below 1e-15 to
+#: 1000 and above; 1e-5 and 1e-18 fall in different steps. Fixed too, so two histories compare.
+WATCH_GRAD_BOUNDS = (1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 1.0, 1e3)
+#: One colour per step of `WATCH_GRAD_BOUNDS` (viridis from 0.5 down to 0, as `GRAD_COLORS`).
+WATCH_GRAD_COLORS = ("#21918c", "#277f8e", "#2e6e8e", "#365c8d", "#3f4788", "#46327e", "#481b6d", "#440154")
+#: The same steps for the dark theme (viridis from 0.5 up to 1).
+WATCH_GRAD_COLORS_DARK = ("#21918c", "#1fa187", "#2db27d", "#4ac16d", "#73d056", "#a0da39", "#d0e11c", "#fde725")
 
 
-def _width(step: int) -> float:
-    return 1.5 + 2.0 * step / (len(GRAD_COLORS) - 1)
+def _width(step: int, steps: int = len(GRAD_COLORS)) -> float:
+    return 1.5 + 2.0 * step / (steps - 1)
 
 
 class GradScale:
@@ -114,12 +125,17 @@ class GradScale:
         return GRAD_COLORS[step], _width(step)
 
 
-def grad_legend() -> list[tuple[str, str, float]]:
-    """The scale's steps as ``(range, colour, line width)``, for a legend."""
-    texts = [f"< {GRAD_BOUNDS[0]:g}"]
-    texts += [f"{low:g} – {high:g}" for low, high in itertools.pairwise(GRAD_BOUNDS)]
-    texts.append(f"≥ {GRAD_BOUNDS[-1]:g}")
-    return [(text, colour, _width(step)) for step, (text, colour) in enumerate(zip(texts, GRAD_COLORS))]
+def grad_legend(bounds: Sequence[float] = GRAD_BOUNDS, colors: Sequence[str] = GRAD_COLORS) -> list[tuple[str, str, float]]:
+    """The scale's steps as ``(range, colour, line width)``, for a legend (default: `GRAD_BOUNDS`).
+
+    Examples:
+        >>> [text for text, _, _ in grad_legend(WATCH_GRAD_BOUNDS, WATCH_GRAD_COLORS)][:3]
+        ['< 1e-15', '1e-15 – 1e-12', '1e-12 – 1e-09']
+    """
+    texts = [f"< {bounds[0]:g}"]
+    texts += [f"{low:g} – {high:g}" for low, high in itertools.pairwise(bounds)]
+    texts.append(f"≥ {bounds[-1]:g}")
+    return [(text, colour, _width(step, len(colors))) for step, (text, colour) in enumerate(zip(texts, colors))]
 
 
 def is_bad(grad: Mapping[str, Any]) -> bool:

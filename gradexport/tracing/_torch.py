@@ -60,6 +60,14 @@ The private APIs used, with the torch 2.13 behaviour relied on:
   ``_fsdp_param_groups``, ``_fsdp_param_group`` before torch 2.9 or so, each
   group's ``fsdp_params`` with ``sharded_param`` and ``_unsharded_param``)
   (`fsdp_unsharded`).
+* A compiled region's backward FX graph, ``node._forward_cls._lazy_backward_info``
+  (``bw_module``, or ``bw_module_fn()`` after AOTAutograd's cache), from torch 2.3;
+  its nodes' ``meta`` (``seq_nr``, ``stack_trace`` in the form of
+  ``traceback.format_list``, ``fwd_source_fn_stack``, ``original_aten``), the
+  ``tangents`` prefix of its gradient inputs, and
+  ``torch._functorch.config.enable_autograd_cache``, whose saving empties that
+  meta, ``torch._ops.OpOverload`` (`compiled_backward_graph`, `fx_op_meta`, `fx_stack_frames`, `fx_op_name`, `GRADIENT_INPUT_PREFIX`,
+  `keep_compiled_metadata`).
 * Inductor's cache folder, where it writes the Python code it generates
   (``torch._inductor.runtime.cache_dir_utils.cache_dir()``;
   ``torch._inductor.codecache.cache_dir()`` before torch 2.3)
@@ -67,6 +75,8 @@ The private APIs used, with the torch 2.13 behaviour relied on:
 * The wording of the engine's in-place error, ``[torch.FloatTensor [1, 3]],
   which is output 0 of ReluBackward0, is at version 1; expected version 0``,
   and the legacy tensor type names in it (`in_place_versions`).
+* ``torch.Tensor.backward`` as a plain Python method that ``loss.backward()``
+  looks up on the class each time (`observe_backward_calls` stands a wrapper in its place).
 
 It also holds the public behaviours that torch's type stubs do not declare on
 `torch.autograd.graph.Node`, so that the rest of the package is type-checked:
@@ -90,8 +100,8 @@ import operator
 import re
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache, partial
-from typing import Any, Literal, NamedTuple, Protocol
+from functools import cache, partial, wraps
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol
 
 import torch
 from torch.autograd.graph import Node
@@ -205,11 +215,16 @@ def require_torch(needed: tuple[int, int], feature: str) -> None:
 __all__ = [
     "ACCUMULATE_GRAD_SEQUENCE_NR",
     "COMPILED_GLOBAL_HOOKS_WARNING",
+    "COMPILED_GRAPH_TORCH",
     "FREED_TEXTS",
+    "GRADIENT_INPUT_PREFIX",
     "INPUT_METADATA_TORCH",
     "SAVED_HOOKS_VISIBLE",
     "STALE_TEXTS",
     "TORCH_VERSION",
+    "CompiledBackwardGraph",
+    "FxFrame",
+    "FxOpMeta",
     "GradientEdge",
     "NodeHooks",
     "SavedGetter",
@@ -218,6 +233,7 @@ __all__ = [
     "aminmax",
     "apply_with_graph_freed",
     "call_node",
+    "compiled_backward_graph",
     "compiled_original",
     "donates_saved_buffers",
     "foreach_copy_",
@@ -228,6 +244,9 @@ __all__ = [
     "full_value",
     "function_codes",
     "function_saved_tensors",
+    "fx_op_meta",
+    "fx_op_name",
+    "fx_stack_frames",
     "gradient_edge",
     "has_global_module_hooks",
     "in_place_versions",
@@ -237,12 +256,14 @@ __all__ = [
     "is_dynamo_code",
     "is_orphaned_function_node",
     "is_reentrant_checkpoint",
+    "keep_compiled_metadata",
     "leaf_variable",
     "make_grad",
     "next_sequence_nr",
     "node_hook_counts",
     "node_metadata",
     "num_inputs",
+    "observe_backward_calls",
     "post_accumulate_hook_count",
     "raw_saved",
     "read_saved",
@@ -926,6 +947,53 @@ def register_step_hooks(optimizer: torch.optim.Optimizer, before: Callable[..., 
     return [optimizer.register_step_pre_hook(before), optimizer.register_step_post_hook(after)]
 
 
+class _BackwardObservers:
+    """Calls each observer with the tensor whose ``backward()`` is called, while any is registered; ``remove()`` one.
+
+    ``Tensor.backward`` is a Python method looked up on the class at every
+    ``loss.backward()``: while an observer is registered, one wrapper stands in
+    its place on ``torch.Tensor``; removing the last puts torch's own back.
+    """
+
+    observers: ClassVar[dict[int, Callable[[torch.Tensor], None]]] = {}
+    original: ClassVar[Callable[..., Any] | None] = None
+
+    def __init__(self, observer: Callable[[torch.Tensor], None]) -> None:
+        if not _BackwardObservers.observers:
+            original = _BackwardObservers.original = torch.Tensor.backward
+
+            @wraps(original)
+            def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+                for each in list(_BackwardObservers.observers.values()):
+                    each(tensor)
+                return original(tensor, *args, **kwargs)
+
+            torch.Tensor.backward = backward  # type: ignore[method-assign,assignment]
+        _BackwardObservers.observers[id(self)] = observer
+
+    def remove(self) -> None:
+        """Stop calling this observer (and put torch's ``Tensor.backward`` back after the last)."""
+        if _BackwardObservers.observers.pop(id(self), None) is not None and not _BackwardObservers.observers:
+            torch.Tensor.backward = _BackwardObservers.original  # type: ignore[method-assign,assignment]
+
+
+def observe_backward_calls(observer: Callable[[torch.Tensor], None]) -> _BackwardObservers:
+    """Call ``observer(tensor)`` at every ``tensor.backward(...)``, before the backward runs; ``remove()`` the handle to stop.
+
+    `torch.autograd.backward` called directly is not seen (only the method).
+
+    Examples:
+        >>> seen = []
+        >>> handle = observe_backward_calls(lambda tensor: seen.append(tensor.item()))
+        >>> (torch.ones(1, requires_grad=True) * 3).sum().backward()
+        >>> handle.remove()
+        >>> (torch.ones(1, requires_grad=True) * 4).sum().backward()
+        >>> seen
+        [3.0]
+    """
+    return _BackwardObservers(observer)
+
+
 def aminmax(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``torch.aminmax(tensor)``: the least and the largest element, as 0-d tensors.
 
@@ -1149,3 +1217,136 @@ def inductor_cache_dir() -> str | None:
     except ImportError:  # pragma: no cover - torch before 2.3
         where = importlib.import_module("torch._inductor.codecache")
     return str(where.cache_dir())
+
+
+#: The torch from which a compiled region's ``CompiledFunction`` keeps its backward graph (``_lazy_backward_info``).
+COMPILED_GRAPH_TORCH = (2, 3)
+
+
+class CompiledBackwardGraph(NamedTuple):
+    """The FX graph of a compiled region's backward, as AOTAutograd made it, and whether torch kept each op's metadata."""
+
+    module: torch.fx.GraphModule
+    #: False when the region came from AOTAutograd's cache, or its first backward saved it there:
+    #: torch then empties every FX node's ``meta`` (no ``seq_nr``, no ``stack_trace``).
+    metadata_kept: bool
+
+
+def compiled_backward_graph(node: Node) -> CompiledBackwardGraph | None:
+    """The backward FX graph behind a ``CompiledFunctionBackward`` node, or None for any other node.
+
+    AOTAutograd keeps it on the region's ``CompiledFunction`` (``node._forward_cls``) as
+    ``_lazy_backward_info``: an ``AutogradLazyBackwardCompileInfo`` whose
+    ``bw_module`` is the partitioned backward graph that the backend compiles
+    (lazily, at the first backward), or, when AOTAutograd's cache gave the
+    region, a ``CachedAutogradLazyBackwardCompileInfo`` whose ``bw_module_fn()``
+    rebuilds it without metadata. Measured with torch 2.13: saving a region to
+    that cache (at its first backward, inductor only) empties the ``meta`` of
+    the kept graph too; `keep_compiled_metadata` turns the cache off.
+
+    Before torch 2.3 (`COMPILED_GRAPH_TORCH`) the graph is kept in a closure only: None.
+
+    Examples:
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> compiled_backward_graph((x * 2).grad_fn) is None
+        True
+    """
+    info = getattr(getattr(node, "_forward_cls", None), "_lazy_backward_info", None)
+    if info is None:
+        return None
+    module = getattr(info, "bw_module", None)
+    if module is None:
+        rebuild = getattr(info, "bw_module_fn", None)
+        if rebuild is None:
+            return None
+        module = rebuild()
+    if not isinstance(module, torch.fx.GraphModule):
+        return None
+    kept = any("seq_nr" in fx_node.meta or "stack_trace" in fx_node.meta for fx_node in module.graph.nodes)
+    return CompiledBackwardGraph(module, kept)
+
+
+def keep_compiled_metadata() -> contextlib.AbstractContextManager[Any]:
+    """A context in which ``torch.compile`` keeps each backward op's source line: AOTAutograd's cache off.
+
+    ``torch._functorch.config.enable_autograd_cache`` (torch 2.5 and later;
+    before, there is no such cache and this does nothing). Compiling inside
+    it costs the cache's savings: each region is traced and partitioned anew.
+
+    Examples:
+        >>> with keep_compiled_metadata():
+        ...     pass
+    """
+    config: Any = importlib.import_module("torch._functorch.config")
+    if not hasattr(config, "enable_autograd_cache"):
+        return contextlib.nullcontext()
+    return config.patch(enable_autograd_cache=False)
+
+
+#: One frame of an FX node's ``stack_trace``, as torch writes it (``traceback.format_list``'s form).
+_STACK_FRAME = re.compile(r'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<function>\S+)\n(?P<code>[^\n]*)', re.MULTILINE)
+
+
+class FxFrame(NamedTuple):
+    path: str
+    line: int
+    function: str
+    code: str
+
+
+def fx_stack_frames(stack_trace: str) -> list[FxFrame]:
+    """The frames of an FX node's ``meta["stack_trace"]``, outermost first (the user's line is the last).
+
+    Examples:
+        >>> fx_stack_frames('  File "/m.py", line 9, in forward\\n    h = self.lin(x)\\n')
+        [FxFrame(path='/m.py', line=9, function='forward', code='h = self.lin(x)')]
+    """
+    return [FxFrame(match["path"], int(match["line"]), match["function"], match["code"].strip()) for match in _STACK_FRAME.finditer(stack_trace)]
+
+
+class FxOpMeta(NamedTuple):
+    """What torch recorded on one op of a compiled region's backward graph; None or empty where it recorded nothing."""
+
+    #: The sequence number of the forward op it differentiates.
+    seq_nr: int | None
+    #: That forward op: a function's or method's name (``"tanh"``), or a module's class name (``"Linear"``).
+    forward_op: str | None
+    #: The frames of the forward op's stack, outermost first.
+    frames: list[FxFrame]
+
+
+def fx_op_meta(fx_node: torch.fx.Node) -> FxOpMeta:
+    """``meta["seq_nr"]``, the last entry of ``meta["fwd_source_fn_stack"]`` and ``meta["stack_trace"]`` of an FX node.
+
+    Examples:
+        >>> graph = torch.fx.Graph()
+        >>> node = graph.call_function(torch.sin, (graph.placeholder("x"),))
+        >>> node.meta.update(seq_nr=4, fwd_source_fn_stack=[("sin_1", torch.sin)], stack_trace='  File "/m.py", line 2, in f\\n    y = x.sin()\\n')
+        >>> fx_op_meta(node)
+        FxOpMeta(seq_nr=4, forward_op='sin', frames=[FxFrame(path='/m.py', line=2, function='f', code='y = x.sin()')])
+    """
+    meta = fx_node.meta
+    seq_nr = meta.get("seq_nr")
+    forward_stack = meta.get("fwd_source_fn_stack")
+    forward_op = None
+    if forward_stack:
+        made_by = forward_stack[-1][1]
+        forward_op = made_by if isinstance(made_by, str) else str(getattr(made_by, "__name__", made_by))
+    return FxOpMeta(seq_nr if isinstance(seq_nr, int) else None, forward_op, fx_stack_frames(meta.get("stack_trace") or ""))
+
+
+#: The prefix AOTAutograd gives the backward graph's inputs that are the gradients of the region's outputs;
+#: the other inputs are what the forward saved.
+GRADIENT_INPUT_PREFIX = "tangents"
+
+
+def fx_op_name(target: Any) -> str:
+    """The name of an FX node's ``target``: ``"aten.mm.default"`` for an aten overload (``torch._ops.OpOverload``), else its ``__name__``.
+
+    Examples:
+        >>> fx_op_name(torch.ops.aten.mm.default), fx_op_name(operator.getitem)
+        ('aten.mm.default', 'getitem')
+    """
+    if isinstance(target, (str, torch._ops.OpOverload)):
+        return str(target)
+    return str(getattr(target, "__name__", target))

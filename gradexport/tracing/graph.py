@@ -29,6 +29,10 @@ so the same program always yields the same ids. Every node has ``kind``:
     user frame kept, ``source_stack`` (only when the forward pass ran inside
     `gradexport.tools.capture_source`: the user's line that created the node,
     ``"PATH:LINE"``, see `gradexport.tracing.lines`).
+    ``compiled_graph`` (only on a ``CompiledFunctionBackward`` node, with
+    ``open_compiled=True``: the backward graph inside the compiled region, its
+    ops, the saved values they read and the gradients they return, each op
+    with its source line; see `gradexport.tracing.compiled`).
 ``"leaf"``
     An ``AccumulateGrad`` node, which writes a leaf's ``.grad``. The backward
     attributes (``sequence_nr`` is -1: torch reports 2**64 - 1) plus the leaf
@@ -110,7 +114,8 @@ from ..core.errors import ArgumentTypeError, ModuleNotCapturedWarning, StreamCon
 from ..core.kinds import KINDS, SPECIAL_KINDS
 from ..core.source import Adjacency, KeyedEdges, node_data, predecessors, successors
 from . import lines
-from ._torch import INPUT_METADATA_TORCH, fsdp_unsharded, input_metadata, leaf_variable, require_torch, sequence_nr_getter, signed
+from ._torch import COMPILED_GRAPH_TORCH, INPUT_METADATA_TORCH, fsdp_unsharded, input_metadata, leaf_variable, require_torch, sequence_nr_getter, signed
+from .compiled import region_of
 from .lines import source_attributes, source_of
 from .modules import module_classes, named_module_of, qualified_names
 from .roots import Root, RootError, Roots, collect_roots, described_type
@@ -142,6 +147,7 @@ def to_networkx(
     show_none: bool = False,
     show_saved: bool = False,
     edge_metadata: bool = False,
+    open_compiled: bool = False,
     saved: bool | None = None,
 ) -> nx.MultiDiGraph:
     """Build the autograd graph behind ``roots`` as a `networkx.MultiDiGraph`.
@@ -159,6 +165,9 @@ def to_networkx(
         edge_metadata: Put the ``shape``, ``dtype`` and ``device`` of the
             gradient on every edge (from ``_input_metadata``). Off by
             default: it is a third of the construction time.
+        open_compiled: Put the backward graph inside each ``torch.compile``
+            region on its ``CompiledFunctionBackward`` node, as ``compiled_graph``
+            (torch 2.3 and later). The graph's nodes and edges stay as without it.
         saved: The earlier spelling of ``show_saved``, kept with a
             `gradexport.errors.GradexportDeprecationWarning`.
 
@@ -179,7 +188,9 @@ def to_networkx(
         [(0, 0, ['x']), (1, 0, ['y'])]
     """
     show_saved = renamed_keyword(saved, show_saved, caller="to_networkx", old="saved", new="show_saved")
-    return trace(roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata).graph
+    return trace(
+        roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, open_compiled=open_compiled
+    ).graph
 
 
 #: What `GraphStream.saved_nodes` gives of a node that holds saved storages, as its graph node has them:
@@ -205,6 +216,7 @@ def trace(
     show_none: bool = False,
     show_saved: bool = False,
     edge_metadata: bool = False,
+    open_compiled: bool = False,
     caller: str = "to_networkx",
 ) -> Trace:
     """Like `to_networkx`, but also return the Node of each id and the collected roots.
@@ -220,7 +232,9 @@ def trace(
         >>> result.ids[loss.grad_fn]
         'n1'
     """
-    stream = GraphStream(roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, caller=caller)
+    stream = GraphStream(
+        roots, params=params, module=module, show_none=show_none, show_saved=show_saved, edge_metadata=edge_metadata, open_compiled=open_compiled, caller=caller
+    )
     return Trace(stream.to_networkx(), stream.ids, stream.roots)
 
 
@@ -347,6 +361,7 @@ class GraphStream:
         show_none: bool = False,
         show_saved: bool = False,
         edge_metadata: bool = False,
+        open_compiled: bool = False,
         drawn_only: bool = False,
         caller: str = "GraphStream",
         saved: bool | None = None,
@@ -354,6 +369,8 @@ class GraphStream:
         saved = renamed_keyword(saved, show_saved, caller=caller, old="saved", new="show_saved")
         if edge_metadata:
             require_torch(INPUT_METADATA_TORCH, f"{caller}(edge_metadata=True)")
+        if open_compiled:
+            require_torch(COMPILED_GRAPH_TORCH, f"{caller}(open_compiled=True)")
         self.roots = collect_roots(roots, caller=caller)
         if module is not None and not isinstance(module, torch.nn.Module):
             raise ArgumentTypeError(f"{caller}: module must be a torch.nn.Module, got {type(module).__name__}")
@@ -368,6 +385,7 @@ class GraphStream:
         self.show_none = show_none
         self.saved = saved
         self.edge_metadata = edge_metadata
+        self.open_compiled = open_compiled
         self.drawn_only = drawn_only
         #: Node id of every backward and leaf Node reached so far.
         self.ids: dict[Node, str] = {}
@@ -591,6 +609,8 @@ class GraphStream:
             }
         if special is not None:
             attributes["special"] = special
+            if special == "compiled" and self.open_compiled and (region := region_of(node)) is not None:
+                attributes["compiled_graph"] = region
         if op == "AccumulateGrad":
             variable = leaf_variable(node)
             attributes["kind"] = "leaf"

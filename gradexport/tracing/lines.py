@@ -52,6 +52,7 @@ import linecache
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import CodeType, FrameType
@@ -61,7 +62,7 @@ import torch
 from torch.autograd.graph import Node
 from torch.overrides import TorchFunctionMode
 
-from ._torch import function_codes, inductor_cache_dir, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr
+from ._torch import function_codes, inductor_cache_dir, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr_getter
 from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
 __all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
@@ -133,9 +134,52 @@ def _is_internal(code: CodeType) -> bool:
 
 
 def _user_frame(frame: FrameType | None) -> FrameType | None:
-    while frame is not None and _is_internal(frame.f_code):
+    verdicts = _internal_code
+    while frame is not None:
+        code = frame.f_code
+        # The cached verdict read inline: a function call per frame cost more than the look-up.
+        verdict = verdicts.get(code)
+        if not (_is_internal(code) if verdict is None else verdict):
+            return frame
         frame = frame.f_back
-    return frame
+    return None
+
+
+#: Ops whose result holds only elements of their tensor inputs (or zeros): a view, a copy, a
+#: selection, a join, ``relu``. Such a result is finite when every input is, so it is not summed
+#: again when every input is a result this block found finite (`_SourceMode.check_values`).
+VALUE_KEEPING = frozenset(
+    {
+        "__getitem__",
+        "cat",
+        "chunk",
+        "clone",
+        "concat",
+        "contiguous",
+        "detach",
+        "expand",
+        "expand_as",
+        "flatten",
+        "movedim",
+        "narrow",
+        "permute",
+        "relu",
+        "relu_",
+        "reshape",
+        "reshape_as",
+        "select",
+        "split",
+        "squeeze",
+        "stack",
+        "t",
+        "transpose",
+        "unbind",
+        "unflatten",
+        "unsqueeze",
+        "view",
+        "view_as",
+    }
+)
 
 
 class _SourceMode(TorchFunctionMode):
@@ -153,6 +197,8 @@ class _SourceMode(TorchFunctionMode):
         self.check = ForwardCheck() if values else None
         #: Results whose Inf was given on purpose (a -inf mask), by id.
         self.deliberate: Deliberate = {}
+        #: Results found finite, by id (a weak reference tells a reused id apart).
+        self.finite: dict[int, weakref.ref[torch.Tensor]] = {}
 
     def where(self, frame: FrameType | None) -> _Where:
         user = _user_frame(frame)
@@ -184,11 +230,22 @@ class _SourceMode(TorchFunctionMode):
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
         if self.check is not None and self.check.origin is None:
-            bad = first_nonfinite(result)
-            if bad is not None:
-                line = source_attributes(self.where(frame))
-                self.check.origin = forward_origin(func, args, kwargs, bad, frame, line, self.deliberate)
+            self.check_values(func, args, kwargs, result, frame)
         return result
+
+    def check_values(self, func: Any, args: Any, kwargs: dict[str, Any], result: Any, frame: FrameType) -> None:
+        """Keep the call as the forward origin if its result holds NaN or Inf (see `gradexport.tracing.forward_values`)."""
+        finite = self.finite
+        if getattr(func, "__name__", None) in VALUE_KEEPING and all(_known(finite, tensor) for tensor in _tensors(args)):
+            for tensor in _tensors(result):
+                finite[id(tensor)] = weakref.ref(tensor)
+            return
+        bad = first_nonfinite(result)
+        if bad is not None:
+            line = source_attributes(self.where(frame))
+            self.check.origin = forward_origin(func, args, kwargs, bad, frame, line, self.deliberate)  # type: ignore[union-attr]
+        elif isinstance(result, torch.Tensor) and result.is_floating_point():
+            finite[id(result)] = weakref.ref(result)
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
         """Keep a call that took tensors needing a gradient and made one that needs none."""
@@ -253,12 +310,12 @@ class _SourceMode(TorchFunctionMode):
         # the previous op's node) without reading, or creating, their metadata dict.
         while stack:
             node = stack.pop()
-            number = sequence_nr(node)
+            number = sequence_nr_getter(type(node))(node)
             if number < begin or number >= 2**63:  # made before the block, or a leaf
                 continue
             if number < start and not gaps:  # made by an earlier call, tagged then
                 continue
-            found = self.location_of(node, number, start, where)
+            found = where if where is not None and number >= start else self.location_of(node, number, start, where)
             if found is None:
                 continue
             metadata = node_metadata(node)
@@ -271,6 +328,14 @@ class _SourceMode(TorchFunctionMode):
                 if child is not None and child not in seen:
                     seen.add(child)
                     stack.append(child)
+
+
+def _known(finite: dict[int, weakref.ref[torch.Tensor]], tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` holds no NaN or Inf for sure: it cannot (an integer index, a mask), or the block found it finite."""
+    if not (tensor.is_floating_point() or tensor.is_complex()):
+        return True
+    reference = finite.get(id(tensor))
+    return reference is not None and reference() is tensor
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -353,6 +418,17 @@ def _shown_path(filename: str, cwd: str) -> str:
     return filename
 
 
+def line_attributes(filename: str, line: int, function: str, code: str) -> dict[str, Any]:
+    """``source``, ``source_code`` and ``source_function`` of one line, its path relative to the working directory when inside it.
+
+    Examples:
+        >>> import os
+        >>> line_attributes(os.path.join(os.getcwd(), "model.py"), 9, "forward", "h = self.lin(x)")["source"]
+        'model.py:9'
+    """
+    return {"source": f"{_shown_path(filename, os.getcwd() + os.sep)}:{line}", "source_code": code, "source_function": function}
+
+
 def source_attributes(where: _Where) -> dict[str, Any]:
     """The node attributes for a captured location (see `capture_source`).
 
@@ -366,11 +442,7 @@ def source_attributes(where: _Where) -> dict[str, Any]:
         return {}
     cwd = os.getcwd() + os.sep
     code, line = where[0]
-    attributes: dict[str, Any] = {
-        "source": f"{_shown_path(code.co_filename, cwd)}:{line}",
-        "source_code": _line_text(code.co_filename, line),
-        "source_function": code.co_name,
-    }
+    attributes = line_attributes(code.co_filename, line, code.co_name, _line_text(code.co_filename, line))
     if len(where) > 1:
         attributes["source_stack"] = [f"{_shown_path(c.co_filename, cwd)}:{n} in {c.co_name}" for c, n in where]
     return attributes

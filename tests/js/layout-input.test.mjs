@@ -60,7 +60,7 @@ describe("layoutRequest", () => {
       { id: "i0", box: null, w: width("loss", "()"), h: height(2) },
       { id: `i${fc}`, box: `b${model}`, w: width("fc", "2 nodes"), h: height(2) },
     ]);
-    assert.deepEqual(request.edges, [{ id: "e0", from: "i0", to: `i${fc}`, w: measure("0→0") + 6, h: 16 }]);
+    assert.deepEqual(request.edges, [{ id: "e0", from: "i0", to: `i${fc}`, next: 0, w: measure("0→0") + 6, h: 16 }]);
   });
 
   test("an opened module is a box inside its parent's, its nodes inside it", () => {
@@ -103,7 +103,7 @@ describe("layoutRequest", () => {
     const { request, view } = requestFor(context);
     const lines = ["0→1 +", "(3, 4) float16", "‖g‖ 0.0123"];
     assert.deepEqual(view.edges[1].lines, lines);
-    assert.deepEqual(request.edges[1], { id: "e1", from: "i1", to: "i2", w: Math.max(...lines.map(measure)) + 6, h: 14 * 3 + 2 });
+    assert.deepEqual(request.edges[1], { id: "e1", from: "i1", to: "i2", next: 0, w: Math.max(...lines.map(measure)) + 6, h: 14 * 3 + 2 });
   });
 
   test("a node's diff mark is its first line", () => {
@@ -148,6 +148,20 @@ describe("layout", () => {
       const points = result.edges[id].points;
       assert.ok(result.nodes[from].y < result.nodes[to].y);
       assert.ok(points[0][1] <= points[points.length - 1][1]);
+    }
+  });
+
+  test("a node's children keep their next_functions order, left to right, whichever order the edges come in", () => {
+    // MulBackward0 (n1) with next_functions [x, y], its edges listed y first; then the other way round.
+    for (const [first, second] of [[3, 2], [2, 3]]) {
+      const data = pageData({
+        nodes: [root("loss"), op("MulBackward0"), leaf(["x"]), leaf(["y"])],
+        edges: [[0, 1, 0, 0], [1, first, first - 2, 0], [1, second, second - 2, 0]],
+      });
+      const graph = new Graph(data);
+      const context = { graph, folds: new Folds(graph), options: {}, saved: null, scale: null, words: WORDS, markColors: {} };
+      const result = layout(requestFor(context).request);
+      assert.ok(result.nodes.i2.x < result.nodes.i3.x, `x at ${result.nodes.i2.x}, y at ${result.nodes.i3.x}`);
     }
   });
 });

@@ -5,6 +5,7 @@ import { describe, test } from "node:test";
 
 import { boxTitle, edgeLines, groupMark, itemLook, shapePath } from "../../gradexport/viewer/src/looks.js";
 import { Folds, Graph, visibleEdges } from "../../gradexport/viewer/src/model.js";
+import { normText } from "../../gradexport/viewer/src/text.js";
 import { chainEdges, itemOf, op, pageData, root } from "./pages.mjs";
 
 const WORDS = { added: "+ added", removed: "− removed", changed: "~ changed", nonfinite: "non-finite gradient starts here" };
@@ -74,4 +75,9 @@ describe("shapePath", () => {
   test("a stadium's ends are half circles of half its height", () => {
     assert.match(shapePath("stadium", 0, 0, 60, 20), /^M10,0 H50 A10,10 0 0 1 60,10 /);
   });
+});
+
+describe("normText", () => {
+  test("trailing zeros of the mantissa go", () => assert.deepEqual([0.5, 0.0292, 1e-5, 2.5e-7].map(normText), ["0.5", "0.0292", "0.00001", "2.5e-7"]));
+  test("an exponent or a whole number keeps its zeros", () => assert.deepEqual([3.65e-10, 1e-20, 100, 120, 1e30].map(normText), ["3.65e-10", "1e-20", "100", "120", "1e+30"]));
 });

@@ -138,3 +138,58 @@ describe("Steps.reason among several ready nodes", () => {
     assert.match(steps.reason(2), /^All its inputs have arrived \(the last at step 2\)\. 1 other node is ready too \(n2 ABackward0\); a leaf's AccumulateGrad has sequence_nr 2\*\*64 - 1/);
   });
 });
+
+describe("Steps: what the page's code calls a node, and the formula of a step", () => {
+  /** loss → MulBackward0 (named back_mul by the page) → leaves x and y; the Mul step carries its formula. */
+  function named() {
+    const graph = new Graph(
+      pageData({
+        nodes: [root("loss"), op("MulBackward0", { sequence_nr: 0, variables: ["back_mul"] }), leaf(["x"]), leaf(["y"])],
+        edges: [[0, 1, 0, 0], [1, 2, 0, 0], [1, 3, 1, 0]],
+      }),
+    );
+    /** @type {import("../../gradexport/viewer/src/steps.js").StepData} */
+    const data = {
+      metas: [[[], "float32"], [[2], "float32"]],
+      tensors: [[0, "tensor(1.)"], [1, "tensor([3., 4.])"], [1, "tensor([1., 2.])"]],
+      starts: [["n1", 0, 0]],
+      steps: [["n1", [0], [1, 2]], ["n2", [1], [], 1], ["n3", [2], [], 2]],
+      texts: ["z = x · y", "∂z/∂x = y,  ∂z/∂y = x", "dx = dz · y", "dz", "y", "dy = dz · x", "x", ""],
+      math: [[0, 1, [[0, 2, [[3, 0], [4, 1]], 1], [1, 5, [[3, 0], [6, 2]], 2]], 7], null, null],
+    };
+    return new Steps(graph, data);
+  }
+
+  test("a node the page named goes by that name, any other by its id", () => {
+    const steps = named();
+    assert.equal(steps.label("n1"), "back_mul");
+    assert.equal(steps.label("n2"), "n2");
+    assert.deepEqual(steps.step(0).variables, ["back_mul"]);
+    assert.equal(steps.step(1).variables, undefined);
+  });
+
+  test("a step's formula: its words from the text table, each term and the product's value as tensors", () => {
+    const { math } = named().step(0);
+    const scalar = { shape: [], dtype: "float32", values: "tensor(1.)" };
+    assert.deepEqual(math, {
+      forward: "z = x · y",
+      local: "∂z/∂x = y,  ∂z/∂y = x",
+      note: "",
+      products: [
+        {
+          position: 0,
+          text: "dx = dz · y",
+          terms: [{ symbol: "dz", ...scalar }, { symbol: "y", shape: [2], dtype: "float32", values: "tensor([3., 4.])" }],
+          value: { shape: [2], dtype: "float32", values: "tensor([3., 4.])" },
+        },
+        {
+          position: 1,
+          text: "dy = dz · x",
+          terms: [{ symbol: "dz", ...scalar }, { symbol: "x", shape: [2], dtype: "float32", values: "tensor([1., 2.])" }],
+          value: { shape: [2], dtype: "float32", values: "tensor([1., 2.])" },
+        },
+      ],
+    });
+    assert.equal(named().step(1).math, undefined);
+  });
+});

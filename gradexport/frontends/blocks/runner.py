@@ -101,7 +101,7 @@ def run_blocks(
                     value = eval(compile(block.options.graph, "<graph option>", "eval"), namespace)
             diagrams = {}
             if "diagram" in block.options.show and value is not None:
-                diagrams = _render(value, block.options)
+                diagrams = _render(value, block.options, namespace)
         except (Exception, SystemExit) as error:  # noqa: BLE001 - sys.exit() in an example is a failure too, not the build's exit
             _pass_on(errors, log)
             raise ExampleError(f"{shown_as}:{block.start + 1}: the gradexport block on this line failed:\n" + _format_traceback(error, path)) from None
@@ -377,8 +377,10 @@ def _format_traceback(error: BaseException, path: str) -> str:
     return "".join(traceback.format_exception(type(error), error, tb))
 
 
-def _render(value: Any, options: BlockOptions) -> dict[str, str]:
-    """The block's diagrams, from one trace of its roots."""
+def _render(value: Any, options: BlockOptions, namespace: dict[str, Any]) -> dict[str, str]:
+    """The block's diagrams, from one trace of its roots; a replay record's nodes carry the page's names for them."""
+    if isinstance(value, importlib.import_module("gradexport.backward.replay_record").Replay):
+        value = importlib.import_module("gradexport.backward.steps").name_nodes(value, namespace)
     texts = importlib.import_module("gradexport.api.export").render(value, options.formats, **dict(options.export))
     if "svg" in texts:
         texts["svg"] = texts["svg"][texts["svg"].index("<svg") :]  # inline: drop the XML prolog and DOCTYPE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +17,20 @@ from .running import PROG, Failure, add_traceback, call_target, no_graph, on_lar
 
 __all__ = ["DESCRIPTION", "SUMMARY", "main"]
 
-SUMMARY = "write the interactive viewer page of TARGET's graph and open it (or serve it in Model Explorer)"
+SUMMARY = "write the interactive viewer page of TARGET's graph (or of a flight-recorder bundle) and open it"
 
 DESCRIPTION = (
     "Write the interactive viewer page of a function's autograd graph and open it in the default browser\n"
-    "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1)."
+    "(or, with --model-explorer, serve it in Google's Model Explorer on 127.0.0.1).\n"
+    "Given a bundle that gradexport.watch(bad_steps=FOLDER) wrote (a .json file), show its bad step and its healthy step side by side."
 )
 
 
 def main(argv: Sequence[str]) -> int:
     if any(item == "--watch" or item.startswith("--watch=") for item in argv):
         return _view_watch(argv)
+    if any(item.endswith(".json") and Path(item).is_file() for item in argv if not item.startswith("-")):
+        return _view_bundle(argv)
     parser = subparser("view", DESCRIPTION)
     parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: FUNCTION.html in the current folder)")
     parser.add_argument("--no-open", action="store_true", help="only write the page (or start the server) and print its address")
@@ -73,10 +76,23 @@ def _view_work(args: argparse.Namespace, bar: Any) -> tuple[int, list[str]]:
     return 0, [page.shown(paths["html"]) if args.no_open else f"opened {address}"]
 
 
+def _view_bundle(argv: Sequence[str]) -> int:
+    """``gradexport view BUNDLE``: the page of a flight-recorder bundle, the bad step beside the healthy one."""
+    from ...api.export import to_html
+    from ...backward.bundle_file import load_bundle
+
+    parser = subparser("view", "Write the page of a bundle that gradexport.watch(bad_steps=FOLDER) wrote and open it.", target=False)
+    parser.add_argument("bundle", metavar="BUNDLE", help="a bad-step-NNNNNN.json file written by the flight recorder")
+    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: BUNDLE with .html)")
+    parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")
+    args = parsed(parser, argv)
+    if isinstance(args, int):
+        return args
+    return _write_page(Path(args.bundle), args, lambda source: to_html(load_bundle(source)))
+
+
 def _view_watch(argv: Sequence[str]) -> int:
     """``gradexport view --watch PATH``: the viewer page of a `gradexport.watch` file's graph at its last step."""
-    import webbrowser
-
     from ...api.export import to_html
     from ...backward.watch_file import load_watch
 
@@ -89,10 +105,16 @@ def _view_watch(argv: Sequence[str]) -> int:
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
-    source = Path(args.watch)
+    return _write_page(Path(args.watch), args, lambda source: to_html(load_watch(source)))
+
+
+def _write_page(source: Path, args: argparse.Namespace, page_of: Callable[[Path], str]) -> int:
+    """Write the page ``page_of(source)`` to ``-o`` (default: ``source`` with ``.html``) and open it unless ``--no-open``."""
+    import webbrowser
+
     page = Path(args.output) if args.output else source.with_suffix(".html")
     try:
-        page.write_text(to_html(load_watch(source)), encoding="utf-8")
+        page.write_text(page_of(source), encoding="utf-8")
     except (OSError, ValueError, KeyError) as error:
         print(f"{PROG} view: error: {one_line(error)}", file=sys.stderr)
         return 1

@@ -87,11 +87,13 @@ export class Camera {
    * Fit the drawing. The whole of it when its text stays at least READABLE of its size; a long drawing (a
    * deep net, top to bottom) is fitted across instead, at most 1:1, and shown from its start (the loss),
    * the rest a pan or a minimap click away: the whole of a 12-layer encoder would be a strip a few pixels wide.
-   * `readable` (on opening) also keeps the text at least at 70 % size.
+   * `readable` (on opening) also keeps the text at least at 70 % size; `below` (px of the drawing) leaves room
+   * under it for what is written under its lowest nodes (a replay page's .grad notes).
    */
-  fit(readable = false) {
+  fit(readable = false, below = 0) {
     const { width, height } = this.screen();
-    const { width: w, height: h } = this.bounds;
+    const w = this.bounds.width;
+    const h = this.bounds.height + below;
     const whole = Math.min(1.5, Math.max(0.02, Math.min(width / w, height / h) * 0.95));
     // Fitted across: the drawing's narrow side fills the canvas's matching side.
     const across = Math.min(1, (h / w > height / width ? width / w : height / h) * 0.95);

@@ -69,7 +69,9 @@ export function layoutRequest(page, view, looks, measure) {
     })),
     edges: edges.map((edge, j) => {
       edge.lines = edgeLines(page, edge);
-      return { id: "e" + j, from: "i" + edge.from, to: "i" + edge.to, ...edgeLabelSize(edge.lines, measure) };
+      // A bundle's position is a range ("0…9"): it sorts as its first.
+      const next = typeof edge.next === "number" ? edge.next : parseInt(String(edge.next), 10) || 0;
+      return { id: "e" + j, from: "i" + edge.from, to: "i" + edge.to, next, ...edgeLabelSize(edge.lines, measure) };
     }),
   };
 }

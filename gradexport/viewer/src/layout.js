@@ -12,6 +12,12 @@ import dagre from "@dagrejs/dagre";
 
 const PAD = 10;
 const PAD_TOP = 26;
+/**
+ * Up to this many items in a box, its layout keeps each node's children in next_functions order, left to right
+ * (top to bottom across), as Graphviz draws them: dagre re-checks every such constraint on every rank at every
+ * sweep, a cost that grows with ranks times constraints (docs/performance.md has the figures).
+ */
+const ORDERED_UP_TO = 400;
 
 /**
  * What to lay out (made by layout-input.js): a node's and a box's `box` is the id of the opened group it sits in,
@@ -20,7 +26,8 @@ const PAD_TOP = 26;
  * @property {string} direction "TB", "LR", "BT" or "RL"
  * @property {{id: string, box: string | null, w: number, h: number}[]} nodes
  * @property {{id: string, box: string | null, w: number, h: number, compound: boolean}[]} boxes
- * @property {{id: string, from: string, to: string, w: number, h: number}[]} edges
+ * @property {{id: string, from: string, to: string, w: number, h: number, next: number}[]} edges `next`: the edge's
+ *   position in its source's next_functions (its order among the source's edges)
  *
  * @typedef {{x: number, y: number, w: number, h: number}} Rect a rectangle by its centre and size
  *
@@ -148,7 +155,7 @@ function place(direction, items, size, edges) {
   g.setDefaultEdgeLabel(() => ({}));
   for (const id of items) g.setNode(id, { width: at(size, id).w, height: at(size, id).h });
   for (const { edge, from, to } of edges) g.setEdge(from, to, { width: edge.w, height: edge.h, labelpos: "c" }, edge.id);
-  dagre.layout(g);
+  dagre.layout(g, { constraints: siblingOrder(items, edges) });
   const positions = new Map(items.map((id) => [id, g.node(id)]));
   const routes = new Map();
   for (const { edge, from, to } of edges) {
@@ -157,6 +164,56 @@ function place(direction, items, size, edges) {
   }
   const graph = g.graph();
   return { positions, routes, width: items.length ? graph.width : 0, height: items.length ? graph.height : 0 };
+}
+
+/**
+ * Constraints that keep each item's children in next_functions order, left of one another (dagre's `constraints`
+ * option: `left` is placed before `right` where both share a rank). Each pair follows one depth-first order of the
+ * box (children visited in next_functions order, as Graphviz's initial order does), so they never contradict.
+ * @param {string[]} items
+ * @param {{edge: {next: number}, from: string, to: string}[]} edges
+ * @returns {{left: string, right: string}[]}
+ * @example
+ * // A node a with next_functions [b, c]:
+ * // siblingOrder(["a", "b", "c"], [{edge: {next: 1}, from: "a", to: "c"}, {edge: {next: 0}, from: "a", to: "b"}])
+ * // → [{left: "b", right: "c"}]
+ */
+export function siblingOrder(items, edges) {
+  if (items.length > ORDERED_UP_TO) return [];
+  /** @type {Map<string, {to: string, next: number}[]>} */
+  const children = new Map();
+  const pointedTo = new Set();
+  for (const { edge, from, to } of edges) {
+    if (from === to) continue;
+    const list = children.get(from);
+    if (list) list.push({ to, next: edge.next });
+    else children.set(from, [{ to, next: edge.next }]);
+    pointedTo.add(to);
+  }
+  /** @type {Map<string, string[]>} */
+  const ordered = new Map();
+  for (const [from, list] of children) ordered.set(from, list.sort((a, b) => a.next - b.next).map((child) => child.to));
+  /** @type {Map<string, number>} */
+  const visited = new Map();
+  for (const start of [...items.filter((id) => !pointedTo.has(id)), ...items]) {
+    const stack = [start];
+    while (stack.length) {
+      const id = /** @type {string} */ (stack.pop());
+      if (visited.has(id)) continue;
+      visited.set(id, visited.size);
+      const next = ordered.get(id) || [];
+      for (let j = next.length - 1; j >= 0; j--) if (!visited.has(next[j])) stack.push(next[j]);
+    }
+  }
+  const constraints = [];
+  for (const next of ordered.values()) {
+    for (let j = 0; j + 1 < next.length; j++) {
+      const left = next[j];
+      const right = next[j + 1];
+      if (left !== right && at(visited, left) < at(visited, right)) constraints.push({ left, right });
+    }
+  }
+  return constraints;
 }
 
 /**

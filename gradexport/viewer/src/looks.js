@@ -4,7 +4,7 @@
 // Writes: no viewer field.
 // Changes: the mark of each visible edge it is given (pure: no DOM).
 import { MARKS, edgeMark, nodeMark } from "./model.js";
-import { byteText, nodeLines, printable, tensorText } from "./text.js";
+import { byteText, nodeLines, normText, printable, shorten, tensorText } from "./text.js";
 
 export const LINE = 16;
 export const PAD_X = 10;
@@ -125,7 +125,9 @@ function edgeLook(viewer, edge) {
  * @returns {string[]}
  */
 export function edgeLines(viewer, edge) {
-  let first = `${edge.next}→${edge.input}`;
+  // An edge inside a compiled region (regions.js) carries a value of its backward graph, not next_functions indices.
+  const carried = edge.edges.map((e) => viewer.graph.edgeAttributes(e).carries).filter((value) => typeof value === "string");
+  let first = carried.length ? printable(shorten([...new Set(carried)].join(", "))) : `${edge.next}→${edge.input}`;
   if (edge.count > 1) first += ` ×${edge.count}`;
   edge.mark = edgeLook(viewer, edge);
   if (edge.mark && edge.mark.sign) first += ` ${edge.mark.sign}`;
@@ -135,7 +137,7 @@ export function edgeLines(viewer, edge) {
     if (viewer.options.edge_shapes && "shape" in attributes) lines.push(printable(tensorText(attributes)));
     const grad = viewer.scale ? attributes.grad : null;
     if (grad && typeof grad === "object" && "norm" in grad) {
-      const norm = typeof grad.norm === "number" ? grad.norm.toPrecision(3).replace(/\.?0+(e|$)/, "$1") : String(grad.norm);
+      const norm = typeof grad.norm === "number" ? normText(grad.norm) : String(grad.norm);
       lines.push(`‖g‖ ${norm}`);
     }
   }

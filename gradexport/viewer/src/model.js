@@ -4,6 +4,8 @@
 // Writes: no viewer field.
 // Changes: its own Graph and Folds (pure: no DOM).
 
+import { REGION_OP } from "./regions.js";
+
 /**
  * The page data the Python writer embeds (gradexport/formats/html.py, _encode).
  * @typedef {object} PageData
@@ -32,8 +34,8 @@
  *
  * A group of the fold tree: a module, a linear run ("chain"), a fan of leaves, a part of a long module, or the top.
  * @typedef {object} Group
- * @property {string} id "module:<path>", "chain:<first>..<last>", "fan:<node>:<first>..<last>", "part:<group>:<start>" or ""
- * @property {"top" | "module" | "chain" | "fan" | "part"} kind
+ * @property {string} id "module:<path>", "region:<node id>" (the ops inside a compiled region, regions.js), "chain:<first>..<last>", "fan:<node>:<first>..<last>", "part:<group>:<start>" or ""
+ * @property {"top" | "module" | "region" | "chain" | "fan" | "part"} kind
  * @property {number} parent the item of the group around it; -1 for the top
  * @property {string[]} label its first line is its title
  * @property {number[]} children the items directly inside, in tree order
@@ -268,8 +270,24 @@ export class Folds {
       moduleGroups.set(path, group);
       return group;
     };
+    /** @type {Map<string, number>} */
+    const regionGroups = new Map();
     const home = new Int32Array(n);
+    /** @type {(region: string) => number} */
+    const regionOf = (region) => {
+      let group = regionGroups.get(region);
+      if (group !== undefined) return group;
+      const node = /** @type {number} */ (graph.index.get(region));
+      group = this.addGroup({ id: "region:" + region, kind: "region", parent: home[node], label: [nodeTitle(graph, node), "inside the compiled region"] });
+      regionGroups.set(region, group);
+      return group;
+    };
     for (let i = 0; i < n; i++) {
+      const region = graph.field(i, "kind") === REGION_OP ? graph.field(i, "region") : undefined;
+      if (typeof region === "string" && graph.index.has(region)) {
+        home[i] = regionOf(region); // after its region's node: regions.js appends the ops
+        continue;
+      }
       const path = useModules ? graph.field(i, "module") : undefined;
       // A node folded by gradexport.collapse ("module:<path>") sits in its parent module.
       if (typeof path !== "string") home[i] = top;
@@ -279,7 +297,7 @@ export class Folds {
     this.home = home;
     this.foldStructure();
     for (let i = 0; i < n; i++) if (this.parent[i] < 0) this.attach(i, home[i]);
-    for (const group of [...moduleGroups.values(), top]) this.split(group);
+    for (const group of [...moduleGroups.values(), ...regionGroups.values(), top]) this.split(group);
     this.count();
     this.countMarks();
     this.expanded = new Set([top]);
@@ -511,7 +529,8 @@ export class Folds {
     let frontier = [this.graph.n];
     for (;;) {
       const candidates = [];
-      for (const group of frontier) for (const child of this.group(group).children) if (this.isGroup(child)) candidates.push(child);
+      // A compiled region's ops stay folded until asked for: its node already stands for them.
+      for (const group of frontier) for (const child of this.group(group).children) if (this.isGroup(child) && this.group(child).kind !== "region") candidates.push(child);
       if (!candidates.length) return;
       for (const c of candidates) this.expanded.add(c);
       if (this.visibleItems().length > budget) {
@@ -751,11 +770,12 @@ export function pathMarks(graph, target) {
   return marks;
 }
 
-const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code", "watch_flag"];
+const SEARCHED = ["op", "torch_name", "names", "module", "root", "special", "source", "source_function", "source_code"];
 
 /**
  * Ids of the model nodes and module groups whose op, torch name, parameter names, module, root name or
- * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`.
+ * source line (gradexport.capture_source: "model.py:12", a function name, the line's code) contain `text`;
+ * on a watch page also the module groups whose flags do ("vanishing", "exploding").
  * @param {Graph} graph
  * @param {Folds} folds
  * @param {string} text
@@ -768,8 +788,10 @@ export function search(graph, folds, text) {
   /** @type {(value: unknown) => boolean} */
   const hit = (value) =>
     typeof value === "string" ? value.toLowerCase().includes(needle) : Array.isArray(value) && value.some(hit);
+  // A watch page's flags ("vanishing: ...", "exploding: ...") belong to the flagged layer's group, not to each of its nodes.
+  const flags = new Map(Object.entries((graph.data.graph && graph.data.graph.watch_flags) || {}));
   for (const group of folds.groups) {
-    if (group.kind === "module" && (hit(group.path) || hit(group.moduleClass))) found.push(group.id);
+    if (group.kind === "module" && (hit(group.path) || hit(group.moduleClass) || hit(flags.get(group.path || "")))) found.push(group.id);
   }
   for (let i = 0; i < graph.n; i++) {
     for (const key of SEARCHED) {

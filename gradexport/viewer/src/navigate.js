@@ -2,7 +2,7 @@
 // the minimap (the whole drawing small, the part on screen framed; a click there goes there), and the
 // direction the layout runs in (top to bottom or left to right).
 // Writes: viewer.change, viewer.changeCount, viewer.minimap, viewer.options.
-// Changes: the change buttons in the toolbar, the minimap in viewer.stage, viewer.directionButton's text, viewer.camera.fitted and viewer.camera.moved.
+// Changes: the change buttons in the toolbar, the minimap in viewer.stage (hidden while the whole drawing is in view), viewer.directionButton's text, viewer.camera.fitted and viewer.camera.moved.
 import { el } from "./dom.js";
 import { refresh } from "./draw.js";
 import { revealAndSelect } from "./search.js";
@@ -145,6 +145,9 @@ function frameView(viewer) {
   const { width, height } = viewer.camera.screen();
   const view = { x: -x / k, y: -y / k, width: width / k, height: height / k };
   for (const [key, value] of Object.entries(view)) map.view.setAttribute(key, value.toFixed(1));
+  // Where the canvas shows the whole drawing the minimap would only cover part of it: it steps aside.
+  const whole = view.x <= 0 && view.y <= 0 && view.x + view.width >= map.bounds.width && view.y + view.height >= map.bounds.height;
+  map.frame.classList.toggle("gx-minimap-idle", whole);
   const strokeWidth = Math.max(map.bounds.width, map.bounds.height) / MINIMAP_SIZE;
   map.view.setAttribute("stroke-width", (2 * strokeWidth).toFixed(2));
 }

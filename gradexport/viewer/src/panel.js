@@ -5,7 +5,7 @@
 import { el, table } from "./dom.js";
 import { nodeTitle } from "./model.js";
 import { printable } from "./text.js";
-import { normChart } from "./watch.js";
+import { normChart, normsText, watchSummary } from "./watch.js";
 
 /** @typedef {import("./viewer.js").Viewer} Viewer */
 
@@ -30,8 +30,11 @@ export function showPanel(viewer, item) {
   if (item === null) {
     panel.appendChild(el("h2", {}, "Graph"));
     const attributes = { ...viewer.data.graph };
-    delete attributes.module_classes;
+    // A watch history's per-step lists are summed up below, not dumped.
+    for (const key of ["module_classes", "watch_steps", "watch_modules", "watch_params", "watch_flags"]) delete attributes[key];
     panel.appendChild(table(attributes));
+    const summary = watchSummary(viewer);
+    if (summary) panel.appendChild(summary);
     panel.appendChild(el("p", { class: "gx-hint" }, "Click a node for its attributes, a folded group to open it. Edge labels i→k: position i of the parent's next_functions, input slot k of the child."));
     return;
   }
@@ -53,7 +56,8 @@ export function showPanel(viewer, item) {
     panel.appendChild(el("p", { class: "gx-source" }, printable(`made at ${attributes.source}: ${attributes.source_code || ""}`)));
   }
   panel.appendChild(table({ id: graph.id(item), ...attributes }));
-  const chart = typeof attributes.module === "string" ? normChart(viewer, attributes.module) : null;
+  const names = Array.isArray(attributes.names) ? attributes.names : [];
+  const chart = names.map((name) => normChart(viewer, name, true)).find(Boolean) || (typeof attributes.module === "string" ? normChart(viewer, attributes.module) : null);
   if (chart) panel.appendChild(chart);
   const edges = [];
   for (let j = graph.outStart[item]; j < graph.outStart[item + 1] && edges.length < 50; j++) edges.push(graph.outEdges[j]);
@@ -79,7 +83,9 @@ export function showEdge(viewer, j) {
   panel.replaceChildren(el("h2", {}, `edge ${edge.lines[0]}`));
   panel.appendChild(el("p", {}, printable(`${folds.itemId(edge.from)} → ${folds.itemId(edge.to)}: stands for ${edge.count} edge(s) of the graph`)));
   for (const e of edge.edges.slice(0, 20)) {
-    panel.appendChild(table({ source: graph.id(graph.src[e]), target: graph.id(graph.tgt[e]), key: graph.edgeKey(e), ...graph.edgeAttributes(e) }));
+    const attributes = { ...graph.edgeAttributes(e) };
+    if (Array.isArray(attributes.watch_norms) && viewer.watch) attributes.watch_norms = normsText(attributes.watch_norms, viewer.watch.index);
+    panel.appendChild(table({ source: graph.id(graph.src[e]), target: graph.id(graph.tgt[e]), key: graph.edgeKey(e), ...attributes }));
   }
 }
 

@@ -4,11 +4,16 @@
 // (per input slot) and outgoing edges (per next_functions position), each leaf's .grad so far, and the step in
 // the side panel with the reason the engine runs this node now (steps.js). Names are data: textContent only.
 // Writes: no viewer field.
-// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it centres the running node).
+// Changes: its own step and timer, its step bar, the children of viewer.panel, the step classes and notes of the drawn elements, data-playing on viewer.host, and the camera (it shows a small drawing whole, also when the canvas is resized, and centres the running node when it is out of view).
 import { el } from "./dom.js";
 import { printable } from "./text.js";
 
 const SPEEDS = [0.5, 1, 2, 5, 10, 30];
+
+/** The smallest scale at which a step page shows its whole drawing rather than part of it at 1:1. */
+const WHOLE_AT_LEAST = 0.7;
+/** Room (px of the drawing) under the lowest nodes for the note written under a leaf (its .grad). */
+const NOTE_ROOM = 18;
 
 /** An edge label's text is cut to this many characters (the panel shows the whole tensor). */
 const EDGE_TEXT = 12;
@@ -65,6 +70,8 @@ export class Stepper {
     this.overlays = [];
     /** The drawing edgeMap was made for. */
     this.drawnFor = null;
+    /** The drawing showWhole last fitted. */
+    this.wholeFor = null;
     /** @type {Map<number, import("./model.js").VisibleEdge>} graph edge → the drawn edge that shows it */
     this.edgeMap = new Map();
   }
@@ -107,6 +114,7 @@ export class Stepper {
       legend.appendChild(row);
     }
     bar.append(this.scrubber, this.speedBox, this.label, legend);
+    new ResizeObserver(() => this.showWhole()).observe(this.viewer.svg);
     return bar;
   }
 
@@ -194,11 +202,18 @@ export class Stepper {
         if (grad) this.note(g, g.querySelector(".gx-shape"), `.grad ${shortText(grad, 16)}`, "gx-step-grad", true);
       }
     }
+    if (this.wholeFor !== drawn) {
+      this.wholeFor = drawn;
+      this.showWhole();
+    }
     const currentElement = drawn.elements.get(current);
     if (currentElement) {
       currentElement.dataset.running = folds.isGroup(current) ? `running inside: ${graph.id(v)} ${record.op}` : "";
       if (folds.isGroup(current)) this.note(currentElement, currentElement.querySelector(".gx-shape"), `▶ running inside: ${record.op}`, "gx-step-inside", true);
-      viewer.camera.centerOn(currentElement);
+      // The view moves only to bring the node in: a drawing fitted whole stays whole, step after step.
+      const node = (currentElement.querySelector(".gx-shape") || currentElement).getBoundingClientRect();
+      const canvas = viewer.svg.getBoundingClientRect();
+      if (node.left < canvas.left || node.right > canvas.right || node.top < canvas.top || node.bottom > canvas.bottom) viewer.camera.centerOn(currentElement);
     }
     const edges = this.drawnEdges();
     const labelled = new Set();
@@ -219,6 +234,22 @@ export class Stepper {
     }
   }
 
+  /**
+   * A new drawing, or a canvas of a new size: where the drawing is not all in view but the canvas can show all of
+   * it with its text at WHOLE_AT_LEAST of its size or more, show all of it (the camera's first fit prefers 1:1 and
+   * may leave the leaves below the edge), so that every step is seen in the whole pass. The canvas changes size
+   * when an embedding page lays its frame out after the first drawing.
+   */
+  showWhole() {
+    const camera = this.viewer.camera;
+    if (!this.viewer.drawn || !this.viewer.svg.getBoundingClientRect().height) return;
+    const { width, height } = camera.screen();
+    const { width: w, height: h } = camera.bounds;
+    const { x, y, k } = camera.transform;
+    const inView = x >= 0 && y >= 0 && x + w * k <= width && y + (h + NOTE_ROOM) * k <= height;
+    if (!inView && Math.min(width / w, height / (h + NOTE_ROOM)) * 0.95 >= WHOLE_AT_LEAST) camera.fit(false, NOTE_ROOM);
+  }
+
   /** A text under `anchor` (an SVG rect or path inside group g), removed at the next step. */
   note(g, anchor, text, cls, below) {
     if (!anchor) return;
@@ -230,26 +261,29 @@ export class Stepper {
     this.overlays.push(t);
   }
 
-  /** The step in the side panel: node, op, module, why now, inputs per slot, outputs per position, the leaf's .grad. */
+  /** The step in the side panel: node, op, module, why now, what it computes, inputs per slot, outputs per position, the leaf's .grad. */
   showPanel(record) {
     const { panel } = this.viewer;
+    const steps = this.steps;
     panel.replaceChildren();
     const section = el("section", { class: "gx-step-panel", "data-step-index": record.index });
-    section.appendChild(el("h2", {}, printable(`Step ${record.index + 1} of ${this.steps.count}: ${record.op}`)));
+    section.appendChild(el("h2", {}, printable(`Step ${record.index + 1} of ${steps.count}: ${record.op}`)));
     const facts = el("dl", { class: "gx-attributes" });
     const fact = (key, value) => facts.append(el("dt", {}, key), el("dd", { "data-fact": key }, printable(value)));
     fact("node", record.node);
+    if (record.variables) fact("in the code", record.variables.join(", "));
     fact("op", record.op);
-    const title = this.viewer.graph.field(this.steps.nodes[record.index], "names");
+    const title = this.viewer.graph.field(steps.nodes[record.index], "names");
     if (Array.isArray(title) && title.length) fact("leaf", title.join(", "));
     if (record.module !== undefined) fact("module", record.module);
     section.appendChild(facts);
     section.appendChild(el("h3", {}, "Why now"));
-    section.appendChild(el("p", { class: "gx-step-reason" }, this.steps.reason(record.index)));
+    section.appendChild(el("p", { class: "gx-step-reason" }, steps.reason(record.index)));
+    if (record.math) section.append(...mathBlocks(record.math));
     section.appendChild(el("h3", {}, "Inputs (per input slot)"));
     for (const input of record.inputs) {
       const block = el("div", { class: "gx-step-slot", "data-slot": input.slot });
-      const from = input.edges.map((arrival) => `${arrival.from}[${arrival.position}]`).join(" + ");
+      const from = input.edges.map((arrival) => `${steps.label(arrival.from)}[${arrival.position}]`).join(" + ");
       block.appendChild(el("div", { class: "gx-step-head" }, printable(`slot ${input.slot}` + (from ? ` ← ${from}` : "") + (input.edges.length > 1 ? " (summed)" : ""))));
       block.append(...tensorBlock(input));
       section.appendChild(block);
@@ -258,7 +292,7 @@ export class Stepper {
     if (!record.outputs.length) section.appendChild(el("p", { class: "gx-hint" }, "none: a leaf's AccumulateGrad has no next_functions"));
     for (const output of record.outputs) {
       const block = el("div", { class: "gx-step-position", "data-position": output.position });
-      const to = output.to === null ? " → (None, 0)" : ` → ${output.to} slot ${output.input_nr}`;
+      const to = output.to === null ? " → (None, 0)" : ` → ${steps.label(output.to)} slot ${output.input_nr}`;
       block.appendChild(el("div", { class: "gx-step-head" }, printable(`${output.position}→${output.input_nr ?? "-"}${to}`)));
       block.append(...tensorBlock(output));
       section.appendChild(block);
@@ -269,4 +303,32 @@ export class Stepper {
     }
     panel.appendChild(section);
   }
+}
+
+/**
+ * The panel's account of what the node computes: the forward operation and its local derivative, then each
+ * vector–Jacobian product with the values it uses and what it gives; or why there is no formula.
+ * @param {import("./steps.js").StepMath} math
+ */
+function mathBlocks(math) {
+  const blocks = [el("h3", {}, "What it computes")];
+  if (math.note) return [...blocks, el("p", { class: "gx-step-note" }, printable(math.note))];
+  const formula = (/** @type {string} */ label, /** @type {string} */ text) => {
+    const line = el("div", { class: "gx-step-formula" });
+    line.append(el("span", { class: "gx-hint" }, label), el("code", {}, printable(text)));
+    return line;
+  };
+  blocks.push(formula("forward ", math.forward), formula("local derivative ", math.local));
+  for (const product of math.products) {
+    const block = el("div", { class: "gx-step-product", "data-position": product.position });
+    block.appendChild(el("div", { class: "gx-step-head" }, printable(`${product.text}  (vector–Jacobian product, to position ${product.position})`)));
+    for (const term of product.terms) {
+      block.appendChild(el("div", { class: "gx-step-term", "data-symbol": term.symbol }, printable(`${term.symbol} =`)));
+      block.append(...tensorBlock(term));
+    }
+    block.appendChild(el("div", { class: "gx-step-term gx-step-result" }, printable(`${product.text.split(" = ")[0]} =`)));
+    block.append(...tensorBlock(product.value));
+    blocks.push(block);
+  }
+  return blocks;
 }

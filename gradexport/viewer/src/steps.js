@@ -19,6 +19,13 @@
  * @property {(TensorRecord & {position: number, to: string | null, input_nr: number | string | null, edge: number | null})[]} outputs
  * @property {string} [module]
  * @property {TensorRecord} [grad]
+ * @property {StepMath} [math] the formula the node computed, where the page holds one
+ * @property {string[]} [variables] the page's own names for the node
+ *
+ * What a node's call computes (gradexport/backward/vjp.py): the forward operation, its local derivative and, per
+ * next_functions position, the vector–Jacobian product with the values it uses and its value; or only a note.
+ * @typedef {{forward: string, local: string, note: string, products: {position: number, text: string,
+ *   terms: (TensorRecord & {symbol: string})[], value: TensorRecord}[]}} StepMath
  */
 
 /**
@@ -46,6 +53,9 @@ const AGAINST = 2 ** 64 - 1;
  * @property {[string | number, number, number][]} starts [node, slot, tensor] per root gradient
  * @property {[string | number, number][]} [before] [leaf node, tensor] per .grad set before the replay
  * @property {Array<[string | number, (number | null)[], (number | null)[], number?]>} steps [node, input tensors per slot, output tensors per position, the leaf's .grad after]
+ * @property {Array<[number, number, [number, number, [number, number][], number][], number] | null>} [math] per step: [forward,
+ *   local derivative, products ([position, formula, [symbol, tensor] per term, its value]), note], the words as indices into texts
+ * @property {string[]} [texts] the words of math, each once
  */
 
 export class Steps {
@@ -166,7 +176,36 @@ export class Steps {
     const module = graph.field(v, "module");
     if (typeof module === "string") record.module = module;
     if (row.length > 3) record.grad = this.tensor(row[3]);
+    const variables = graph.field(v, "variables");
+    if (Array.isArray(variables) && variables.length) record.variables = variables.map(String);
+    const math = this.data.math && this.data.math[k];
+    const texts = this.data.texts || [];
+    if (math) {
+      const [forward, local, products, note] = math;
+      record.math = {
+        forward: texts[forward],
+        local: texts[local],
+        note: texts[note],
+        products: products.map(([position, text, terms, value]) => ({
+          position,
+          text: texts[text],
+          terms: terms.map(([symbol, tensor]) => ({ symbol: texts[symbol], ...this.tensor(tensor) })),
+          value: this.tensor(value),
+        })),
+      };
+    }
     return record;
+  }
+
+  /**
+   * What the page calls node `id` ("back_mul", from its own code), else its id.
+   * @param {string} id
+   * @returns {string}
+   */
+  label(id) {
+    const v = this.graph.index.get(id);
+    const variables = v === undefined ? undefined : this.graph.field(v, "variables");
+    return Array.isArray(variables) && variables.length ? variables.map(String).join(", ") : id;
   }
 
   /**
@@ -196,7 +235,7 @@ export class Steps {
     }
     const arrived = this.lastIn[v] === -1 ? "It gets a root's starting gradient." : `All its inputs have arrived (the last at step ${this.lastIn[v] + 1}).`;
     if (!others.length) return `${arrived} It is the only node ready.`;
-    const listed = others.slice(0, 4).map((u) => `${graph.id(u)} ${graph.field(u, "op")}`).join(", ") + (others.length > 4 ? ", …" : "");
+    const listed = others.slice(0, 4).map((u) => `${this.label(graph.id(u))} ${graph.field(u, "op")}`).join(", ") + (others.length > 4 ? ", …" : "");
     const ready = `${others.length} other node${others.length > 1 ? "s are" : " is"} ready too (${listed})`;
     const seq = (/** @type {number} */ u) => {
       const s = Number(graph.field(u, "sequence_nr"));

@@ -2,6 +2,7 @@
 // a node's lines and attribute values, each printable (control characters as escapes).
 // Writes: no viewer field.
 // Changes: nothing (pure: no DOM).
+import { REGION_OP } from "./regions.js";
 
 /**
  * @param {unknown} shape
@@ -63,6 +64,17 @@ export function moduleTitle(path, classes) {
   return shorten(printable(title));
 }
 
+/**
+ * A gradient norm in 3 significant digits without trailing zeros: 0.5, 100, 0.00001, 3.65e-10 (a zero is
+ * dropped from the mantissa only, never from an exponent or a whole number).
+ * @param {number} norm
+ */
+export function normText(norm) {
+  const [mantissa, exponent] = norm.toPrecision(3).split("e");
+  const trimmed = mantissa.includes(".") ? mantissa.replace(/\.?0+$/, "") : mantissa;
+  return exponent === undefined ? trimmed : `${trimmed}e${exponent}`;
+}
+
 // As gradexport.formats.labels.byte_text.
 /**
  * @param {number} count
@@ -98,6 +110,8 @@ export function nodeLines(attributes, options, words, classes) {
   }
   const lines = marks.length ? [printable(marks.join(" "))] : [];
   lines.push(...kindLines(attributes, classes));
+  // The page's own names for the node (gradexport.backward.steps.name_nodes), as its code writes them.
+  if (Array.isArray(attributes.variables) && attributes.variables.length) lines.push(shorten(printable(attributes.variables.map(String).join(", "))));
   if (options.saved_bytes && attributes.saved_bytes !== undefined) {
     const shared = attributes.saved_bytes_shared || 0;
     lines.push(`saved ${byteText(attributes.saved_bytes)}` + (shared ? ` (+${byteText(shared)} shared)` : ""));
@@ -124,9 +138,24 @@ function kindLines(attributes, classes) {
   } else {
     lines.push(String(attributes.op ?? "?"));
     if (attributes.special) lines.push(`special: ${attributes.special}`);
+    if (kind === REGION_OP) lines.push(...regionOpLines(attributes));
   }
   if (kind === "root" || kind === "leaf") lines.push(tensorText(attributes));
   return lines.filter(Boolean).map((line) => shorten(printable(line)));
+}
+
+/**
+ * An op inside a compiled region (regions.js): the forward op it differentiates and its line, and where its result leaves.
+ * @param {Record<string, any>} attributes
+ * @returns {string[]}
+ */
+function regionOpLines(attributes) {
+  const lines = [];
+  const where = typeof attributes.source === "string" ? attributes.source.slice(attributes.source.lastIndexOf("/") + 1) : "";
+  const made = [attributes.forward_op, where].filter((part) => typeof part === "string" && part).join(" ");
+  if (made) lines.push(made);
+  if (typeof attributes.returns === "number") lines.push(`→ next_functions[${attributes.returns}]`);
+  return lines;
 }
 
 /**

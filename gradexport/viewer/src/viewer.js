@@ -19,10 +19,11 @@ import { Folds, GradScale, Graph, pathMarks } from "./model.js";
 import { buildMinimap, diffChanges, drawMinimap, showChangeCount } from "./navigate.js";
 import { bindInput, buildPage } from "./page.js";
 import { showCrumbs, showPanel } from "./panel.js";
+import { openRegions } from "./regions.js";
 import { centerOn, paintMarks, revealOrigins, showOrigin } from "./selection.js";
 import { Stepper } from "./stepper.js";
 import { Steps } from "./steps.js";
-import { mountWatch, watchState } from "./watch.js";
+import { mountWatch, showVanishing, watchState } from "./watch.js";
 
 /** The page opens with the deepest fold that shows at most this many items. */
 const OPEN_BUDGET = 150;
@@ -62,7 +63,7 @@ export class Viewer {
     /** @type {Record<string, any>} the diagram options; navigate.js writes it (direction) */
     this.options = data.options || {};
     this.styles = data.styles;
-    this.graph = new Graph(data);
+    this.graph = new Graph(openRegions(data));
     this.folds = new Folds(this.graph, this.options.group_modules !== false);
     this.folds.openWithin(OPEN_BUDGET);
     revealOrigins(this);
@@ -118,7 +119,8 @@ export class Viewer {
         if (this.stepper) this.stepper.go(0);
         return showOrigin(this, visible);
       })
-      .then((visible) => this.showFirstChange(visible));
+      .then((visible) => this.showFirstChange(visible))
+      .then((visible) => showVanishing(this, visible));
   }
 
   /** On a diff's page, select the first change and bring it, readable, to the middle; passes `visible` on. */

@@ -1,0 +1,481 @@
+"""The flight recorder of `gradexport.watch`: with ``bad_steps=FOLDER``, one bundle per training step that goes bad.
+
+What it keeps at every step, so that the step can be run again: the model's
+inputs of each call (references, not copies), the random number generators'
+state before each call (CPU, and the CUDA devices the parameters are on), the
+gradient that reached each of the model's outputs in the real backward (a
+tensor hook clones it), and the loss that ``loss.backward()`` was called on.
+Its checks cost one device-to-host transfer per step: the 2-norm over every
+``.grad``, whether the loss and the model's outputs are finite.
+
+A step goes bad when the loss or the model's output holds a NaN or Inf, when
+a gradient does (the norm over all is not finite), or when the gradient norm
+is more than ``jump`` times the mean of the last `BASELINE_STEPS` healthy
+steps (from the third healthy step on). At the end of the step (at
+``optimizer.step()`` before the update, or `gradexport.records.Watch.step`) the
+recorder runs the step again: the model's forward on the kept inputs with the
+generators set back, under `gradexport.tools.capture_source` and
+`gradexport.capture_modules`, then a recorded backward
+(`gradexport.record_gradients`) from the outputs with the gradients they got.
+The parameters still hold the weights the step used, so this is the step
+itself: the recorder checks that every parameter's re-run gradient equals
+the training step's ``.grad`` bit for bit (``reproduced`` in the bundle).
+Around the re-run it sets aside and restores each ``.grad``, the module
+buffers (BatchNorm's running statistics) and the generators' state, so that
+training goes on exactly as without the recorder.
+
+A healthy step is kept without a re-run: its calls (as above) stay held, and
+the weights it ran with (parameters and buffers) are copied, with one
+``_foreach_copy_``, into tensors kept between steps. Only when a bad step
+comes is the kept step re-run, the same way, on those weights
+(`torch.func.functional_call`, so the model's own parameters are not
+touched), and its gradient norm is checked against the one measured at that
+step. By default the first healthy step is kept and then one every 10
+(``healthy_every=10``, so that the copy is paid once in 10 steps), so the
+bundle's healthy step is at most 10 steps before the bad one;
+``healthy_every=1`` keeps the step just before it.
+
+Memory held: one copy of the model's parameters and buffers; the current
+step's and the kept step's references (their inputs, one copy of their
+outputs' gradients, one generator state of 5 kB per device). A bundle adds
+nothing that stays: it is written and dropped. At most ``max_bundles``
+bundles are written (default `MAX_BUNDLES`); later bad steps are counted in
+`FlightRecorder.bad_steps`.
+
+Examples:
+    >>> import os, tempfile, torch, gradexport
+    >>> torch.manual_seed(0)  # doctest: +ELLIPSIS
+    <torch._C.Generator object at ...>
+    >>> model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    >>> folder = tempfile.mkdtemp()
+    >>> with gradexport.watch(model, optimizer=optimizer, bad_steps=folder):
+    ...     for step in range(4):
+    ...         optimizer.zero_grad()
+    ...         batch = torch.ones(2, 3) * (float("nan") if step == 3 else 1.0)
+    ...         model(batch).sum().backward()
+    ...         optimizer.step()
+    >>> os.listdir(folder)
+    ['bad-step-000003.json']
+    >>> bundle = gradexport.load_bundle(os.path.join(folder, "bad-step-000003.json"))
+    >>> bundle.bad.reasons[0], bundle.healthy.step, bundle.bad.reproduced
+    ('the loss is nan', 0, True)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, UnreproducedStepWarning
+from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
+from ..tracing.forward_values import ForwardOrigin, check_of
+from ..tracing.graph import Trace, trace
+from ..tracing.lines import capture_source
+from ..tracing.modules import capture_modules
+from .bundle_file import bundle_name, graph_data, write_bundle
+from .nonfinite import _named_origin
+from .record_gradients import record_flow
+from .replay_record import Replay, ReplayStart, ReplayStep
+from .start_gradients import Start, start_gradients
+from .steps import step_data
+
+__all__ = ["BASELINE_STEPS", "HEALTHY_EVERY", "JUMP", "MAX_BUNDLES", "BadSteps", "FlightRecorder"]
+
+#: Default factor of the gradient-norm jump that makes a step bad.
+JUMP = 10.0
+#: Default: keep a healthy step every this many steps (each keep copies the weights).
+HEALTHY_EVERY = 10
+#: Default most bundles one watch writes.
+MAX_BUNDLES = 10
+#: How many recent healthy steps' gradient norms the jump is judged against.
+BASELINE_STEPS = 20
+#: How many values of a gradient a bundle keeps (a gradient with more keeps its summary only).
+VALUES_UP_TO = 16
+#: The graph attribute holding the steps of the recorded backward, as the stepping viewer reads them (`step_data`).
+STEPS_ATTRIBUTE = "replay_steps"
+
+
+@dataclass(frozen=True)
+class BadSteps:
+    """Where and how `gradexport.watch` records bad steps: pass it as ``bad_steps=`` (a folder alone takes the defaults).
+
+    Attributes:
+        folder: The folder the bundles are written into (made if missing).
+        jump: A step whose gradient norm is more than ``jump`` times the mean
+            of the last `BASELINE_STEPS` healthy steps is bad.
+        healthy_every: Keep the first healthy step, then one every
+            ``healthy_every`` steps, for the bundles to compare with (each
+            keep copies the model's parameters and buffers into one copy held).
+        max_bundles: Write at most this many bundles.
+
+    Examples:
+        >>> BadSteps("runs/bad").jump, BadSteps("runs/bad", healthy_every=5).healthy_every
+        (10.0, 5)
+    """
+
+    folder: str | os.PathLike[str]
+    jump: float = JUMP
+    healthy_every: int = HEALTHY_EVERY
+    max_bundles: int = MAX_BUNDLES
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.folder, (str, os.PathLike)):
+            raise ArgumentTypeError(f"bad_steps takes a folder or a BadSteps, not {type(self.folder).__name__}")
+        if not (isinstance(self.jump, (int, float)) and self.jump > 1):
+            raise ArgumentValueError(f"BadSteps: jump must be a number above 1, not {self.jump!r}")
+        for name in ("healthy_every", "max_bundles"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ArgumentValueError(f"BadSteps: {name} must be a positive integer, not {value!r}")
+
+
+@dataclass
+class _Call:
+    """One call of the model in the current step: what it takes to run it again."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    generators: list[torch.Tensor]
+    output_grads: dict[int, torch.Tensor] = field(default_factory=dict)
+    outputs: list[torch.Tensor] | None = None
+    sums: list[torch.Tensor] = field(default_factory=list)
+
+
+@dataclass
+class _Kept:
+    """The last healthy step kept: its calls, its figures, and a copy of the weights it ran with."""
+
+    step: int
+    calls: list[_Call]
+    loss: float | None
+    grad_norm: float | None
+
+
+class FlightRecorder:
+    """Hooks on a model that keep what reproduces its current step, and write a bundle when the step goes bad.
+
+    `gradexport.watch` makes one for ``bad_steps=`` and calls `end_step` where
+    a step ends, before the optimizer's update.
+    """
+
+    def __init__(self, model: nn.Module, settings: BadSteps) -> None:
+        distributed = torch.distributed
+        if distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1:
+            # The re-run's backward on the real parameters would fire DDP's and FSDP's gradient hooks, a collective on one rank only.
+            raise ArgumentValueError(
+                "watch(bad_steps=...) does not run under torch.distributed with more than one rank: the re-run of a bad step"
+                " would start collectives on one rank; record on a single process"
+            )
+        self.model = model
+        self.settings = settings
+        self.folder = Path(settings.folder)
+        #: The bad steps seen so far, with or without a bundle.
+        self.bad_steps: list[int] = []
+        #: The bundles written so far.
+        self.bundles: list[Path] = []
+        self._params = [(name, param) for name, param in model.named_parameters() if param.requires_grad]
+        # What a kept step's weights are copied from: every parameter and buffer, listed once (as watch lists its parameters).
+        self._state = [*model.named_parameters(), *model.named_buffers()]
+        self._cuda = sorted({param.device.index or 0 for _, param in self._params if param.device.type == "cuda"})
+        self._calls: list[_Call] = []
+        self._losses: list[torch.Tensor] = []
+        self._baseline: deque[float] = deque(maxlen=BASELINE_STEPS)
+        self._healthy: _Kept | None = None
+        # The weights (parameters and buffers) of the healthy step kept, copied into tensors kept between steps.
+        self._weights: dict[str, torch.Tensor] = {}
+        self._replaying = False
+        self._handles: list[Any] = []
+
+    def start(self) -> None:
+        """Place the hooks (on the model, and on ``Tensor.backward`` to see the loss)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._handles = [
+            self.model.register_forward_pre_hook(self._before_model, with_kwargs=True),
+            self.model.register_forward_hook(self._after_model),
+            observe_backward_calls(self._on_backward),
+        ]
+
+    def close(self) -> None:
+        """Remove the hooks and drop what the current step kept."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._calls, self._losses = [], []
+
+    # --- what every step keeps --------------------------------------------------------
+
+    def _before_model(self, _: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._replaying or not torch.is_grad_enabled():
+            return
+        generators = [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
+        self._calls.append(_Call(args, dict(kwargs), generators))
+
+    def _after_model(self, _: nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if self._replaying or not self._calls or self._calls[-1].outputs is not None or not torch.is_grad_enabled():
+            return
+        call = self._calls[-1]
+        tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
+        for position, tensor in enumerate(tensors):
+            tensor.register_hook(partial(self._keep_grad, call, position))
+        # One sum per output: a finite sum has no NaN or Inf in it (a non-finite one is looked at element by element).
+        call.outputs = [tensor.detach() for tensor in tensors if tensor.is_floating_point()]
+        call.sums = [tensor.sum() for tensor in call.outputs]
+
+    @staticmethod
+    def _keep_grad(call: _Call, position: int, grad: torch.Tensor) -> None:
+        # A copy: the engine may add into the tensor it handed to the hook later in the pass.
+        call.output_grads[position] = grad.detach().clone()
+
+    def _on_backward(self, tensor: torch.Tensor) -> None:
+        if not self._replaying and self._calls and tensor.grad_fn is not None:
+            self._losses.append(tensor.detach())
+
+    # --- the end of a step -------------------------------------------------------------
+
+    def end_step(self, step: int) -> Path | None:
+        """Judge the step that ends; keep it if it is a healthy step to keep; write its bundle if it is bad.
+
+        Returns the bundle written, else ``None``.
+        """
+        calls, losses = self._calls, self._losses
+        self._calls, self._losses = [], []
+        grad_norm, loss, output_finite = self._measure(calls, losses)
+        reasons = self._reasons(grad_norm, loss, output_finite)
+        if not reasons:
+            if grad_norm is not None:
+                self._baseline.append(grad_norm)
+            if calls and (self._healthy is None or step - self._healthy.step >= self.settings.healthy_every):
+                self._keep_weights()
+                self._healthy = _Kept(step, calls, loss, grad_norm)
+            return None
+        self.bad_steps.append(step)
+        if len(self.bundles) >= self.settings.max_bundles:
+            return None
+        record = self._record(step, calls, reasons, loss, grad_norm)
+        kept = self._healthy
+        healthy = None if kept is None else self._record(kept.step, kept.calls, (), kept.loss, kept.grad_norm, weights=self._weights)
+        if record is None:
+            warnings.warn(
+                f"watch(bad_steps=...): step {step} went bad ({'; '.join(reasons)}) but the model was not called with gradients"
+                " in it: no bundle; call the model inside the step, between zero_grad() and backward()",
+                UnreproducedStepWarning,
+                stacklevel=3,
+            )
+            return None
+        path = self.folder / bundle_name(step)
+        write_bundle(path, bad=record, healthy=healthy, jump=float(self.settings.jump), healthy_every=self.settings.healthy_every)
+        self.bundles.append(path)
+        return path
+
+    def _keep_weights(self) -> None:
+        """Copy the model's parameters and buffers, as the step that ends used them, into `_weights`."""
+        if not self._weights:
+            self._weights = {name: torch.empty_like(value, memory_format=torch.preserve_format) for name, value in self._state}
+        with torch.no_grad():
+            foreach_copy_(list(self._weights.values()), [value.detach() for _, value in self._state])
+
+    def _measure(self, calls: list[_Call], losses: list[torch.Tensor], leaves: list[torch.Tensor] | None = None) -> tuple[float | None, float | None, bool]:
+        """The gradient norm over every ``.grad`` (of the model's parameters, or of ``leaves``), the loss, and whether the outputs were finite.
+
+        One device-to-host transfer.
+        """
+        tensors = [param for _, param in self._params] if leaves is None else leaves
+        grads = [tensor.grad for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
+        with torch.no_grad():
+            values: list[torch.Tensor] = []
+            if grads:
+                values.append(torch.linalg.vector_norm(torch.stack([norm.float() for norm in foreach_norm(grads)])))
+            values += [loss.float().sum() for loss in losses[-1:]]
+            values += [total.float() for call in calls for total in call.sums]
+            if not values:
+                return None, None, True
+            device = values[0].device
+            numbers = torch.stack([value.to(device) for value in values]).tolist()
+        grad_norm = numbers.pop(0) if grads else None
+        loss = numbers.pop(0) if losses else None
+        finite = all(math.isfinite(total) for total in numbers) or all(bool(torch.isfinite(output).all()) for call in calls for output in call.outputs or ())
+        return grad_norm, loss, finite
+
+    def _reasons(self, grad_norm: float | None, loss: float | None, output_finite: bool) -> tuple[str, ...]:
+        reasons = []
+        if loss is not None and not math.isfinite(loss):
+            reasons.append(f"the loss is {loss}")
+        if not output_finite:
+            reasons.append("the model's output holds NaN or Inf")
+        if grad_norm is not None and not math.isfinite(grad_norm):
+            reasons.append(f"a gradient holds NaN or Inf (the norm over all is {grad_norm})")
+        elif grad_norm is not None and len(self._baseline) >= 3:
+            mean = sum(self._baseline) / len(self._baseline)
+            if mean > 0 and grad_norm > self.settings.jump * mean:
+                reasons.append(
+                    f"the gradient norm {grad_norm:.4g} is {grad_norm / mean:.3g} times the mean {mean:.4g} of the last"
+                    f" {len(self._baseline)} healthy steps (jump={self.settings.jump:g})"
+                )
+        return tuple(reasons)
+
+    # --- running a step again ------------------------------------------------------------
+
+    def _record(
+        self,
+        step: int,
+        calls: list[_Call],
+        reasons: tuple[str, ...],
+        loss: float | None,
+        grad_norm: float | None,
+        *,
+        weights: dict[str, torch.Tensor] | None = None,
+    ) -> dict[str, Any] | None:
+        """Run the step's calls again with a recorded backward; its record as a bundle holds it (``None`` if nothing to run).
+
+        With ``weights`` (a step kept earlier), the model runs on those
+        parameters and buffers (`torch.func.functional_call`), whose gradients
+        go to the copies; without, on its own, whose ``.grad`` is set aside.
+        """
+        calls = [call for call in calls if call.output_grads]
+        if not calls:
+            return None
+        leaves = dict(self._params) if weights is None else {name: weights[name].requires_grad_(True) for name, _ in self._params}
+        with self._set_aside() as trained:
+            roots: list[torch.Tensor] = []
+            grads: list[torch.Tensor] = []
+            with capture_modules(), capture_source():
+                for call in calls:
+                    self._set_generators(call.generators)
+                    if weights is None:
+                        output = self.model(*call.args, **call.kwargs)
+                    else:
+                        output = torch.func.functional_call(self.model, weights, call.args, call.kwargs)
+                    tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
+                    for position, tensor in enumerate(tensors):
+                        if position in call.output_grads:
+                            roots.append(tensor)
+                            grads.append(call.output_grads[position])
+            try:
+                result = trace(roots, params=leaves, module=self.model, caller="watch(bad_steps=...)")
+            except RootError:
+                return None
+            starts = start_gradients(result.roots, grads, caller="watch(bad_steps=...)")
+            received: dict[str, tuple[torch.Tensor | None, ...]] = {}
+            sent: dict[str, tuple[torch.Tensor | None, ...]] = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                order = record_flow(
+                    result,
+                    starts,
+                    values_up_to=VALUES_UP_TO,
+                    pre=lambda node_id, grads_in: received.__setitem__(node_id, _copies(grads_in)),
+                    post=lambda node_id, grads_out, _: sent.__setitem__(node_id, _copies(grads_out)),
+                )
+            result.graph.graph[STEPS_ATTRIBUTE] = step_data(_as_replay(result, starts, order, received, sent), values_up_to=VALUES_UP_TO)
+            check = check_of([*(root.node for root in result.roots), *result.ids])
+            origin = None
+            if check is not None and check.origin is not None:
+                origin = _origin_data(_named_origin(check.origin, result, list(leaves.items()), self.model))
+            if weights is None:
+                reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
+            else:  # the step's own gradients were not kept (a copy per step): their norm was, computed the same way
+                reproduced = self._measure([], [], list(leaves.values()))[0] == grad_norm
+                for tensor in leaves.values():
+                    tensor.grad = None
+                    tensor.requires_grad_(False)
+            graph = graph_data(result.graph)
+        return {
+            "step": step,
+            "reasons": list(reasons),
+            "loss": loss,
+            "grad_norm": grad_norm,
+            "reproduced": reproduced,
+            "forward_origin": origin,
+            "graph": graph,
+        }
+
+    @contextmanager
+    def _set_aside(self) -> Iterator[list[torch.Tensor | None]]:
+        """Around a re-run: every ``.grad`` set aside (yielded) and put back, the buffers and generators restored."""
+        trained = [param.grad for _, param in self._params]
+        buffers = [(buffer, buffer.detach().clone()) for buffer in self.model.buffers()]
+        generators = [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
+        self._replaying = True
+        try:
+            for _, param in self._params:
+                param.grad = None
+            yield trained
+        finally:
+            for (_, param), grad in zip(self._params, trained):
+                param.grad = grad
+            with torch.no_grad():
+                for buffer, saved in buffers:
+                    buffer.copy_(saved)
+            self._set_generators(generators)
+            self._replaying = False
+
+    def _set_generators(self, states: list[torch.Tensor]) -> None:
+        torch.set_rng_state(states[0])
+        for index, state in zip(self._cuda, states[1:]):
+            torch.cuda.set_rng_state(state, index)
+
+
+def _copies(grads: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor | None, ...]:
+    # Copies: the engine may add into a tensor it handed to a hook later in the pass.
+    return tuple(None if grad is None else grad.detach().clone() for grad in grads)
+
+
+def _as_replay(
+    result: Trace,
+    starts: list[Start],
+    order: list[str],
+    received: dict[str, tuple[torch.Tensor | None, ...]],
+    sent: dict[str, tuple[torch.Tensor | None, ...]],
+) -> Replay:
+    """The recorded backward as the record of `gradexport.replay`, for the stepping viewer (`step_data`)."""
+    ids = result.ids
+    nodes = {node_id: node for node, node_id in ids.items()}
+    steps = []
+    for node_id in order:
+        node = nodes[node_id]
+        targets = tuple(None if child is None else (ids[child], slot) for child, slot in node.next_functions)
+        steps.append(ReplayStep(node_id, type(node).__name__, received.get(node_id, ()), sent.get(node_id, ()), targets))
+    leaves = {node_id: data.get("names") for node_id, data in result.graph.nodes(data=True) if data.get("op") == "AccumulateGrad"}
+    grads = {name: leaf_variable(nodes[node_id]).grad for node_id, names in leaves.items() for name in (names or [node_id])}
+    return Replay(
+        graph=result.graph,
+        starts=[ReplayStart(start.root.name, ids[start.root.node], start.input_nr, start.grad) for start in starts],
+        steps=steps,
+        grads=grads,
+    )
+
+
+def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
+    """Whether two gradients are equal element for element, a NaN equal to a NaN."""
+    if replayed is None or trained is None:
+        return replayed is None and trained is None
+    if replayed.shape != trained.shape or replayed.dtype != trained.dtype:
+        return False
+    return bool(torch.equal(replayed, trained) or ((replayed == trained) | (replayed.isnan() & trained.isnan())).all())
+
+
+def _origin_data(origin: ForwardOrigin) -> dict[str, Any]:
+    """A forward origin as the JSON object a bundle holds."""
+    return {
+        "op": origin.op,
+        "cause": origin.cause,
+        "source": origin.source,
+        "source_code": origin.source_code,
+        "module": origin.module,
+        "module_class": origin.module_class,
+        "node": origin.node,
+        "output": origin.output.describe(),
+        "inputs": [{"position": item.position, "text": item.describe(), "finite": item.finite} for item in origin.inputs],
+    }
