@@ -109,7 +109,12 @@ class GradientStatistics:
         """``|grad|``'s largest element and sum, per `CHUNK` of it written into the kept buffer: ``[max, sum, max, sum...]``.
 
         Each piece is reduced before the next is written over it (on a GPU, in the stream's order).
+        A ``DTensor`` (an FSDP2 gradient) takes no ``out=`` of a plain tensor: its ``|g|`` is reduced whole, and
+        `floats` reduces the per-rank results.
         """
+        if type(grad) is not torch.Tensor:
+            magnitudes = grad.abs()
+            return [magnitudes.amax(), magnitudes.sum()]
         flat = grad.reshape(-1)
         key = (flat.dtype, flat.device)
         buffer = self._buffers.get(key)
