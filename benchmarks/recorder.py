@@ -32,7 +32,7 @@ import torch
 import gradexport
 from gradexport.tools import BadSteps
 
-from .watch import models
+from .watch import models, on_one_thread, trainer
 
 #: The watch's own statistics run at step 0 only: a step index this large is never recorded again.
 NEVER = 10**9
@@ -40,12 +40,7 @@ NEVER = 10**9
 
 def measure(rounds: int, steps: int, scale: int = 1, clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
     """Per model: the best step time plain and with the recorder on, their ratio, a bad step's time and its bundle's bytes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _measure(rounds, steps, scale, clock)
-    finally:
-        torch.set_num_threads(threads)
+    return on_one_thread(_measure, rounds, steps, scale, clock)
 
 
 def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) -> list[dict[str, Any]]:
@@ -53,14 +48,7 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
     for name, (model, batch, loss_of) in models(scale).items():
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         inputs = [batch() for _ in range(steps)]
-
-        def train(count: int) -> float:
-            start = clock()
-            for x in inputs[:count]:
-                optimizer.zero_grad()
-                loss_of(model(x)).backward()
-                optimizer.step()
-            return (clock() - start) / count
+        train = trainer(optimizer, model, inputs, loss_of, clock)
 
         times: dict[str, list[float]] = {"plain": [], "recorder": []}
         with tempfile.TemporaryDirectory() as folder:

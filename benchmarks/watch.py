@@ -67,12 +67,33 @@ def models(scale: int = 1) -> dict[str, tuple[nn.Module, Callable[[], torch.Tens
 
 def measure(rounds: int, steps: int, scale: int = 1, clock: Callable[[], float] = time.perf_counter) -> list[dict[str, Any]]:
     """Per model: the median step time plain and watched (every=1, every=10), the median ratios, and bytes per recorded step."""
+    return on_one_thread(_measure, rounds, steps, scale, clock)
+
+
+def on_one_thread(run: Callable[..., list[dict[str, Any]]], *args: Any) -> list[dict[str, Any]]:
+    """``run(*args)`` with torch on one thread (what the ratios compare), the thread count restored after."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _measure(rounds, steps, scale, clock)
+        return run(*args)
     finally:
         torch.set_num_threads(threads)
+
+
+def trainer(
+    optimizer: torch.optim.Optimizer, model: nn.Module, inputs: list[torch.Tensor], loss_of: Callable[[torch.Tensor], torch.Tensor], clock: Callable[[], float]
+) -> Callable[[int], float]:
+    """A function that runs the plain loop over the first ``count`` inputs and returns the time per step."""
+
+    def train(count: int) -> float:
+        start = clock()
+        for x in inputs[:count]:
+            optimizer.zero_grad()
+            loss_of(model(x)).backward()
+            optimizer.step()
+        return (clock() - start) / count
+
+    return train
 
 
 def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) -> list[dict[str, Any]]:
@@ -80,14 +101,7 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
     for name, (model, batch, loss_of) in models(scale).items():
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
         inputs = [batch() for _ in range(steps)]
-
-        def train(count: int) -> float:
-            start = clock()
-            for x in inputs[:count]:
-                optimizer.zero_grad()
-                loss_of(model(x)).backward()
-                optimizer.step()
-            return (clock() - start) / count
+        train = trainer(optimizer, model, inputs, loss_of, clock)
 
         times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": []}
         with tempfile.TemporaryDirectory() as folder:

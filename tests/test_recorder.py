@@ -272,7 +272,7 @@ def written(tmp_path: Path) -> Path:
     ("damage", "message"),
     [
         (lambda text: text[: len(text) // 2], "not JSON"),
-        (lambda text: "[]", "a JSON list, not an object"),
+        (lambda text: "[]", "a JSON array, not an object"),
         (lambda text: text.replace('"gradexport-bundle"', '"other"'), "format: expected 'gradexport-bundle'"),
         (lambda text: text.replace('"version":1', '"version":9'), "version: this gradexport reads version 1"),
         (lambda text: text.replace('"reproduced":true', '"reproduced":"yes"'), "bad.reproduced: expected true or false"),

@@ -56,7 +56,7 @@ from typing import Any
 import networkx as nx
 
 from ..core.errors import GraphFormatError, file_error
-from .watch_file import EDGES_KEYWORD
+from .watch_file import EDGES_KEYWORD, FileMisfit, json_object
 
 __all__ = ["FORMAT", "VERSION", "Bundle", "BundleStep", "bundle_name", "divergent_node", "graph_data", "load_bundle", "write_bundle"]
 
@@ -271,7 +271,7 @@ def load_bundle(path: str | os.PathLike[str]) -> Bundle:
         document = _document(data)
         bad = _step(document["bad"], "bad")
         healthy = None if document["healthy"] is None else _step(document["healthy"], "healthy")
-    except _Misfit as misfit:
+    except FileMisfit as misfit:
         raise GraphFormatError(
             f"load_bundle: {os.fspath(path)!r}: {misfit}; a bundle is the JSON object gradexport.watch(bad_steps=...) writes (was it edited or cut?)"
         ) from None
@@ -281,67 +281,52 @@ def load_bundle(path: str | os.PathLike[str]) -> Bundle:
 def _graph(data: dict[str, Any]) -> nx.MultiDiGraph:
     graph = nx.node_link_graph(data, **EDGES_KEYWORD)
     if not isinstance(graph, nx.MultiDiGraph):
-        raise _Misfit("graph: expected a directed multigraph")
+        raise FileMisfit("graph: expected a directed multigraph")
     return graph
 
 
-class _Misfit(Exception):
-    """What does not fit, with the path to it."""
-
-
 def _document(data: bytes) -> dict[str, Any]:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise _Misfit(f"not UTF-8 text: byte {error.start} ({error.reason})") from None
-    try:
-        document = json.loads(text)
-    except ValueError as error:
-        raise _Misfit(f"not JSON ({error})") from None
-    except RecursionError:
-        raise _Misfit("nested too deep to read") from None
-    if not isinstance(document, dict):
-        raise _Misfit(f"a JSON {type(document).__name__}, not an object")
+    document = json_object(data)
     if document.get("format") != FORMAT:
-        raise _Misfit(f"format: expected {FORMAT!r}, got {document.get('format')!r}")
+        raise FileMisfit(f"format: expected {FORMAT!r}, got {document.get('format')!r}")
     if document.get("version") != VERSION:
-        raise _Misfit(f"version: this gradexport reads version {VERSION}, the file is version {document.get('version')!r}")
+        raise FileMisfit(f"version: this gradexport reads version {VERSION}, the file is version {document.get('version')!r}")
     for name in ("bad", "healthy", "divergence", "jump", "healthy_every"):
         if name not in document:
-            raise _Misfit(f"{name}: missing")
+            raise FileMisfit(f"{name}: missing")
     if document["divergence"] is not None and not isinstance(document["divergence"], str):
-        raise _Misfit(f"divergence: expected a node id or null, got {type(document['divergence']).__name__}")
+        raise FileMisfit(f"divergence: expected a node id or null, got {type(document['divergence']).__name__}")
     for name, kind in (("jump", (int, float)), ("healthy_every", int)):
         if not isinstance(document[name], kind) or isinstance(document[name], bool):
-            raise _Misfit(f"{name}: expected a number, got {type(document[name]).__name__}")
+            raise FileMisfit(f"{name}: expected a number, got {type(document[name]).__name__}")
     return document
 
 
 def _step(data: Any, where: str) -> BundleStep:
     if not isinstance(data, dict):
-        raise _Misfit(f"{where}: expected an object, got {type(data).__name__}")
+        raise FileMisfit(f"{where}: expected an object, got {type(data).__name__}")
     missing = sorted(_STEP_FIELDS - set(data))
     if missing:
-        raise _Misfit(f"{where}.{missing[0]}: missing")
+        raise FileMisfit(f"{where}.{missing[0]}: missing")
     if not isinstance(data["step"], int) or isinstance(data["step"], bool):
-        raise _Misfit(f"{where}.step: expected an integer, got {type(data['step']).__name__}")
+        raise FileMisfit(f"{where}.step: expected an integer, got {type(data['step']).__name__}")
     if not isinstance(data["reasons"], list) or not all(isinstance(reason, str) for reason in data["reasons"]):
-        raise _Misfit(f"{where}.reasons: expected a list of strings")
+        raise FileMisfit(f"{where}.reasons: expected a list of strings")
     for name in ("loss", "grad_norm"):
         if data[name] is not None and (not isinstance(data[name], (int, float)) or isinstance(data[name], bool)):
-            raise _Misfit(f"{where}.{name}: expected a number or null, got {type(data[name]).__name__}")
+            raise FileMisfit(f"{where}.{name}: expected a number or null, got {type(data[name]).__name__}")
     if not isinstance(data["reproduced"], bool):
-        raise _Misfit(f"{where}.reproduced: expected true or false, got {type(data['reproduced']).__name__}")
+        raise FileMisfit(f"{where}.reproduced: expected true or false, got {type(data['reproduced']).__name__}")
     origin = data["forward_origin"]
     if origin is not None and not (isinstance(origin, dict) and isinstance(origin.get("op"), str)):
-        raise _Misfit(f"{where}.forward_origin: expected an object with an op, or null")
+        raise FileMisfit(f"{where}.forward_origin: expected an object with an op, or null")
     graph = data["graph"]
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or not isinstance(graph.get("edges"), list):
-        raise _Misfit(f"{where}.graph: expected node-link data with nodes and edges")
+        raise FileMisfit(f"{where}.graph: expected node-link data with nodes and edges")
     try:
         read = _graph(graph)
     except (KeyError, TypeError, nx.NetworkXError) as error:
-        raise _Misfit(f"{where}.graph: not node-link data ({type(error).__name__}: {error})") from None
-    except _Misfit as misfit:
-        raise _Misfit(f"{where}.{misfit}") from None
+        raise FileMisfit(f"{where}.graph: not node-link data ({type(error).__name__}: {error})") from None
+    except FileMisfit as misfit:
+        raise FileMisfit(f"{where}.{misfit}") from None
     return BundleStep(data["step"], tuple(data["reasons"]), data["loss"], data["grad_norm"], data["reproduced"], origin, read)

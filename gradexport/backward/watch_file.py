@@ -384,20 +384,20 @@ def load_watch(path: str | os.PathLike[str]) -> WatchHistory:
         if not line.strip():
             continue
         try:
-            record = _parse(line)
-        except _Torn as cut:
+            record = json_object(line)
+        except TornJSON as cut:
             if number == len(lines):  # the torn last line of a killed writer: no newline after it
                 torn = (number, line.startswith(b'{"kind":"graph"'))
                 break
             raise GraphFormatError(_damaged(path, number, str(cut))) from None
-        except _Misfit as misfit:
+        except FileMisfit as misfit:
             raise GraphFormatError(_damaged(path, number, str(misfit))) from None
         try:
             if shape is None:
                 shape = _Shape.of_header(record)
             else:
                 shape.check(record)
-        except _Misfit as misfit:
+        except FileMisfit as misfit:
             raise GraphFormatError(_damaged(path, number, str(misfit))) from None
         records.append(record)
     if shape is None:
@@ -411,27 +411,37 @@ def _damaged(path: str | os.PathLike[str], number: int, problem: str) -> str:
     return f"load_watch: {os.fspath(path)!r}, line {number}: {problem}; a gradexport.watch file holds one JSON object per line (was it edited or cut?)"
 
 
-class _Misfit(Exception):
-    """A line that parses but does not fit the format: what is wrong, where in the line."""
+class FileMisfit(Exception):
+    """Part of a file that parses but does not fit its format: what is wrong, where (the reader names the file)."""
 
 
-class _Torn(Exception):
-    """A line that does not parse: cut short if it is the last one, damaged otherwise."""
+class TornJSON(FileMisfit):
+    """Bytes that do not parse as JSON: cut short if they end a file written line by line, damaged otherwise."""
 
 
-def _parse(line: bytes) -> dict[str, Any]:
+def json_object(data: bytes) -> dict[str, Any]:
+    """``data`` read as one UTF-8 JSON object, or a `FileMisfit` saying why it is not one (shared by the watch and bundle readers).
+
+    Examples:
+        >>> json_object(b'{"step": 3}')
+        {'step': 3}
+        >>> json_object(b"[1]")
+        Traceback (most recent call last):
+        ...
+        gradexport.backward.watch_file.FileMisfit: a JSON array, not an object
+    """
     try:
-        text = line.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise _Misfit(f"not UTF-8 text: byte {error.start} ({error.reason})") from None
+        raise FileMisfit(f"not UTF-8 text: byte {error.start} ({error.reason})") from None
     try:
         record = json.loads(text)
     except RecursionError:  # json's scanner recurses once per level: about 1,000 levels end it
-        raise _Misfit("nested too deep to read (arrays or objects some thousand levels deep)") from None
+        raise FileMisfit("nested too deep to read (arrays or objects some thousand levels deep)") from None
     except ValueError as error:
-        raise _Torn(f"not JSON ({error})") from None
+        raise TornJSON(f"not JSON ({error})") from None
     if not isinstance(record, dict):
-        raise _Misfit(f"a JSON {_json_type(record)}, not an object")
+        raise FileMisfit(f"a JSON {_json_type(record)}, not an object")
     return record
 
 
@@ -452,37 +462,37 @@ class _Shape(NamedTuple):
     @staticmethod
     def of_header(record: dict[str, Any]) -> _Shape:
         if record.get("format") != FORMAT:
-            raise _Misfit(f"not a {FORMAT!r} header (the first line of a watch file)")
+            raise FileMisfit(f"not a {FORMAT!r} header (the first line of a watch file)")
         for field in ("parameters", "modules", "layers"):
             names = record.get(field, [])
             if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-                raise _Misfit(f"{field}: expected a list of names, got {_json_type(names)}")
+                raise FileMisfit(f"{field}: expected a list of names, got {_json_type(names)}")
         thresholds = record.get("thresholds", {})
         if not isinstance(thresholds, dict) or not all(_is_number(value) for value in thresholds.values()):
-            raise _Misfit("thresholds: expected an object of numbers")
+            raise FileMisfit("thresholds: expected an object of numbers")
         return _Shape(len(record.get("parameters", [])), len(record.get("modules", [])))
 
     def check(self, record: dict[str, Any]) -> None:
         kind = record.get("kind")
         if not isinstance(kind, str):
-            raise _Misfit(f"kind: expected a string (step, graph or structure), got {_json_type(kind)}")
+            raise FileMisfit(f"kind: expected a string (step, graph or structure), got {_json_type(kind)}")
         if kind in ("step", "graph", "structure"):
             step = record.get("step")
             if not isinstance(step, int) or isinstance(step, bool):
-                raise _Misfit(f"step: expected an integer, got {_json_type(step)}")
+                raise FileMisfit(f"step: expected an integer, got {_json_type(step)}")
         if kind == "step":
             for part, width in (("param", self.parameters), ("module", self.modules)):
                 stats = record.get(part)
                 if not isinstance(stats, dict):
-                    raise _Misfit(f"{part}: expected an object, got {_json_type(stats)}")
+                    raise FileMisfit(f"{part}: expected an object, got {_json_type(stats)}")
                 for stat, values in stats.items():
                     _check_values(f"{part}.{stat}", values, width)
         elif kind == "graph":
             graph, order = record.get("graph"), record.get("order", [])
             if not isinstance(graph, dict):
-                raise _Misfit(f"graph: expected an object (NetworkX node-link data), got {_json_type(graph)}")
+                raise FileMisfit(f"graph: expected an object (NetworkX node-link data), got {_json_type(graph)}")
             if not isinstance(order, list) or not all(isinstance(name, str) for name in order):
-                raise _Misfit(f"order: expected a list of module names, got {_json_type(order)}")
+                raise FileMisfit(f"order: expected a list of module names, got {_json_type(order)}")
 
 
 def _check_values(field: str, values: Any, width: int) -> None:
@@ -490,10 +500,10 @@ def _check_values(field: str, values: Any, width: int) -> None:
         return
     if not isinstance(values, list) or len(values) != width:
         got = f"{len(values)} items" if isinstance(values, list) else _json_type(values)
-        raise _Misfit(f"{field}: expected a list of {width} numbers or nulls, got {got}")
+        raise FileMisfit(f"{field}: expected a list of {width} numbers or nulls, got {got}")
     for index, value in enumerate(values):
         if value is not None and not _is_number(value):
-            raise _Misfit(f"{field}[{index}]: expected a number or null, got {_json_type(value)}")
+            raise FileMisfit(f"{field}[{index}]: expected a number or null, got {_json_type(value)}")
 
 
 def _is_number(value: Any) -> bool:
