@@ -7,6 +7,7 @@ outputs), never with an earlier output of gradexport.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -372,6 +373,40 @@ def test_the_bundle_names_the_forward_origin_torch_saw_first_with_its_line(tmp_p
     assert origin["source_code"] == "return torch.log(x)" and origin["source"].endswith(f"test_recorder.py:{LogLayer.forward.__code__.co_firstlineno + 1}")
 
 
+def test_an_origin_inside_torchs_modules_names_the_line_that_called_the_model(tmp_path: Path) -> None:
+    """The bad step is run again inside ``optimizer.step()``: its lines are still those of the training step's forward."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 1))  # torch's own modules: no user frame inside
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    # torch's own answer: the user frame that called the model when its first module's output went NaN.
+    calling: list[tuple[str, int]] = []
+
+    def note(_: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+        if not calling and not torch.isfinite(output).all():
+            frame = inspect.currentframe()
+            frame = frame.f_back if frame is not None else None  # the hook itself is in this file too
+            while frame is not None and frame.f_code.co_filename != __file__:
+                frame = frame.f_back
+            assert frame is not None
+            calling.append((frame.f_code.co_filename, frame.f_lineno))
+
+    handle = model[0].register_forward_hook(note)
+    with gradexport.watch(model, optimizer=optimizer, bad_steps=tmp_path):
+        for step in range(3):
+            x = torch.ones(4, 2)
+            if step == 2:
+                x[1, 0] = float("nan")
+            optimizer.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            optimizer.step()
+    handle.remove()
+    origin = gradexport.load_bundle(tmp_path / "bad-step-000002.json").bad.forward_origin
+    ((filename, line),) = calling
+    assert origin is not None and origin["module"] == "0" and origin["cause"] == "input"
+    assert origin["source"].endswith(f"{Path(filename).name}:{line}") and origin["source_code"] == "loss = model(x).pow(2).mean()"
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     TORCH_VERSION < (2, 2),
@@ -391,7 +426,11 @@ def test_a_compiled_model_is_recorded_with_torchs_own_gradients(tmp_path: Path) 
             optimizer.step()
     bundle = gradexport.load_bundle(tmp_path / "bad-step-000003.json")
     graph = bundle.bad.graph
-    assert "CompiledFunctionBackward" in {op for _, op in graph.nodes(data="op")}
+    regions = [node for node, op in graph.nodes(data="op") if op == "CompiledFunctionBackward"]
+    # A region is named by the line that called the model, as in the training step, though the re-run is in optimizer.step().
+    assert regions and {graph.nodes[region].get("source_code") for region in regions} == {
+        "model(torch.ones(2, 3) * (math.nan if step == 3 else 1.0)).sum().backward()"
+    }, [graph.nodes[region] for region in regions]
     assert bundle.bad.reproduced and bundle.healthy is not None and bundle.healthy.reproduced
     for name, grad in trained.items():
         (node,) = [node for node, names in graph.nodes(data="names") if names and any(name.endswith(n) or n.endswith(name) for n in names)]

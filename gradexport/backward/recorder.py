@@ -82,7 +82,7 @@ from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, Unre
 from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
 from ..tracing.forward_values import ForwardOrigin, check_of
 from ..tracing.graph import Trace, trace
-from ..tracing.lines import capture_source
+from ..tracing.lines import CallSite, call_from, capture_source, user_call_site
 from ..tracing.modules import capture_modules
 from .bundle_file import bundle_name, graph_data, write_bundle
 from .nonfinite import _named_origin
@@ -148,6 +148,8 @@ class _Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     generators: list[torch.Tensor]
+    #: The user's line that called the model, for the run again to be named by it (`call_from`).
+    site: CallSite | None
     output_grads: dict[int, torch.Tensor] = field(default_factory=dict)
     outputs: list[torch.Tensor] | None = None
     sums: list[torch.Tensor] = field(default_factory=list)
@@ -220,7 +222,7 @@ class FlightRecorder:
         if self._replaying or not torch.is_grad_enabled():
             return
         generators = [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
-        self._calls.append(_Call(args, dict(kwargs), generators))
+        self._calls.append(_Call(args, dict(kwargs), generators, user_call_site()))
 
     def _after_model(self, _: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._replaying or not self._calls or self._calls[-1].outputs is not None or not torch.is_grad_enabled():
@@ -354,9 +356,9 @@ class FlightRecorder:
                 for call in calls:
                     self._set_generators(call.generators)
                     if weights is None:
-                        output = self.model(*call.args, **call.kwargs)
+                        output = call_from(call.site, self.model, *call.args, **call.kwargs)
                     else:
-                        output = torch.func.functional_call(self.model, weights, call.args, call.kwargs)
+                        output = call_from(call.site, torch.func.functional_call, self.model, weights, call.args, call.kwargs)
                     tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
                     for position, tensor in enumerate(tensors):
                         if position in call.output_grads:

@@ -53,10 +53,10 @@ import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import CodeType, FrameType
-from typing import Any, NamedTuple
+from types import CodeType, FrameType, FunctionType
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from torch.autograd.graph import Node
@@ -65,7 +65,7 @@ from torch.overrides import TorchFunctionMode
 from ._torch import function_codes, inductor_cache_dir, is_compiling, is_dynamo_code, next_sequence_nr, node_metadata, sequence_nr_getter
 from .forward_values import CHECK_KEY, Deliberate, ForwardCheck, first_nonfinite, forward_origin
 
-__all__ = ["CUTS", "SOURCE_KEY", "Cut", "capture_source", "source_attributes", "source_of"]
+__all__ = ["CUTS", "SOURCE_KEY", "CallSite", "Cut", "call_from", "capture_source", "source_attributes", "source_of", "user_call_site"]
 
 #: Key in ``Node.metadata`` under which the creating frame(s) are kept:
 #: a tuple of ``(code, line)`` pairs, innermost first (one pair without ``stack=True``).
@@ -389,6 +389,59 @@ def capture_source(*, stack: bool = False, values: bool = True) -> Iterator[None
             yield
     finally:
         _depth[0] -= 1
+
+
+class CallSite(NamedTuple):
+    """Where user code made a call: its file, line and function (what `capture_source` would name)."""
+
+    filename: str
+    line: int
+    function: str
+
+
+_T = TypeVar("_T")
+_callers: dict[CallSite, Callable[..., Any]] = {}
+
+
+def user_call_site() -> CallSite | None:
+    """The innermost user frame of the caller (torch's and gradexport's frames skipped), or ``None`` where there is none.
+
+    A walk of cached verdicts, as `capture_source` does for every op: cheap enough for once per training step.
+
+    Examples:
+        >>> site = user_call_site()
+        >>> site is None or site.line > 0
+        True
+    """
+    frame = _user_frame(sys._getframe(1))
+    return None if frame is None else CallSite(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def call_from(site: CallSite | None, function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``function(*args, **kwargs)``, called from a frame that says it is ``site`` (plainly where ``site`` is ``None``).
+
+    A call run again later, from elsewhere (the flight recorder re-runs a bad
+    step inside ``optimizer.step()``), then gets from `capture_source` the
+    lines it got the first time: ops of torch's own modules are named by the
+    user frame that called the model. No public API sets a frame's file and
+    line, so the frame's code is compiled at ``site``'s line of ``site``'s
+    file (one code object per site, kept), as Jinja2 does for its template
+    tracebacks.
+
+    Examples:
+        >>> call_from(CallSite("train.py", 3, "train"), user_call_site)
+        CallSite(filename='train.py', line=3, function='train')
+    """
+    if site is None:
+        return function(*args, **kwargs)
+    caller = _callers.get(site)
+    if caller is None:
+        namespace: dict[str, Any] = {}
+        exec(compile("\n" * (site.line - 1) + "def _call(function, args, kwargs): return function(*args, **kwargs)", site.filename, "exec"), namespace)
+        code = namespace["_call"].__code__
+        caller = _callers[site] = FunctionType(code.replace(co_name=site.function), {})
+    result: _T = caller(function, args, kwargs)
+    return result
 
 
 def source_of(node: Node) -> _Where:
