@@ -83,8 +83,7 @@ def _view_bundle(argv: Sequence[str]) -> int:
 
     parser = subparser("view", "Write the page of a bundle that gradexport.watch(bad_steps=FOLDER) wrote and open it.", target=False)
     parser.add_argument("bundle", metavar="BUNDLE", help="a bad-step-NNNNNN.json file written by the flight recorder")
-    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: BUNDLE with .html)")
-    parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")
+    _add_page_arguments(parser, "BUNDLE")
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
@@ -100,12 +99,17 @@ def _view_watch(argv: Sequence[str]) -> int:
         "view --watch", "Write the viewer page of a gradexport.watch file (its graph, with the last step's gradient norms) and open it.", target=False
     )
     parser.add_argument("--watch", metavar="PATH", required=True, help="a file written by gradexport.watch or gradexport watch")
-    parser.add_argument("-o", "--output", metavar="FILE", help="the page to write (default: PATH with .html)")
-    parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")
+    _add_page_arguments(parser, "PATH")
     args = parsed(parser, argv)
     if isinstance(args, int):
         return args
     return _write_page(Path(args.watch), args, lambda source: to_html(load_watch(source)))
+
+
+def _add_page_arguments(parser: argparse.ArgumentParser, source: str) -> None:
+    """``-o`` and ``--no-open`` of a page written from a file (``source`` names it in the help), as `_write_page` reads them."""
+    parser.add_argument("-o", "--output", metavar="FILE", help=f"the page to write (default: {source} with .html)")
+    parser.add_argument("--no-open", action="store_true", help="only write the page and print its path")
 
 
 def _write_page(source: Path, args: argparse.Namespace, page_of: Callable[[Path], str]) -> int:
