@@ -20,8 +20,12 @@ gradient under ``grad`` (`gradexport.record_gradients`' summary: shape, dtype,
 norm, min, max, NaN and Inf flags, and the values of a gradient of at most 16
 elements), and ``forward_origin`` the first forward op whose result held a
 NaN or Inf (``op``, ``cause``, ``source``, ``source_code``, ``module``,
-``module_class``, ``node``, ``output``, ``inputs``). ``divergence`` is the node
-of the bad step's graph where the two steps first differ (`divergent_node`).
+``module_class``, ``node``, ``output``, ``inputs``; an origin in the loss
+function, found from what the graph held, has ``candidates`` too: see
+`gradexport.backward.recorder_loss.loss_origin`). ``divergence`` is the node
+of the bad step's graph where the two steps first differ (`divergent_node`),
+or, when no node of the backward departs, the forward origin's node (a NaN
+that the loss function made while every gradient stayed finite).
 Non-finite numbers are written as ``NaN``, ``Infinity`` and ``-Infinity``, as
 Python's `json` reads them.
 
@@ -157,6 +161,11 @@ class Bundle:
         if origin is not None:
             where = f" at {origin['source']}: {origin.get('source_code', '')}" if origin.get("source") else ""
             lines.append(f"forward origin: {origin['op']}{where}")
+            if origin.get("cause") == "unsure":
+                lines.append(
+                    "  in the loss function, made by one of " + ", ".join(origin.get("candidates", [])) + " (the graph did not keep the values"
+                    " between them; a closure in BadSteps runs the loss again and names the op and its line)"
+                )
         if not self.bad.reproduced:
             lines.append("the re-run did not give the training step's gradients bit for bit (see the recorder's docs)")
         return "\n".join(lines)
@@ -230,12 +239,16 @@ def write_bundle(path: str | os.PathLike[str], *, bad: dict[str, Any], healthy: 
     """Write a bundle of the steps ``bad`` and ``healthy`` (dicts shaped as the module's docstring says) to ``path``, atomically."""
     bad_graph = _graph(bad["graph"])
     healthy_graph = None if healthy is None else _graph(healthy["graph"])
+    divergence = divergent_node(bad_graph, healthy_graph, jump)
+    origin = bad.get("forward_origin") or {}
+    if divergence is None and origin.get("node") in bad_graph:
+        divergence = origin["node"]
     document = {
         "format": FORMAT,
         "version": VERSION,
         "jump": jump,
         "healthy_every": healthy_every,
-        "divergence": divergent_node(bad_graph, healthy_graph, jump),
+        "divergence": divergence,
         "bad": bad,
         "healthy": healthy,
     }

@@ -24,7 +24,7 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -39,7 +39,7 @@ from ..tracing.roots import Roots
 from .gradient_stats import gradient_summary
 from .start_gradients import GradOutputs, Start, start_gradients
 
-__all__ = ["FlowCallback", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
+__all__ = ["FlowCallback", "FlowRecording", "NodeHooks", "PostCallback", "PreCallback", "record_flow", "record_gradients", "run_observed"]
 
 
 def record_gradients(
@@ -131,32 +131,114 @@ def record_flow(
     node with what flowed along each ``next_functions`` position and its
     summary, and returns the ids of the nodes run, in order.
     """
-    flowed: dict[str, list[dict[str, Any] | None]] = {}
-
-    def record(node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], _: tuple[torch.Tensor | None, ...]) -> None:
-        # Summarise at once: the engine may later add into these tensors in place.
-        summaries = flowed[node_id] = [None if grad is None else gradient_summary(grad, values_up_to=values_up_to) for grad in grad_inputs]
-        if post is not None:
-            post(node_id, grad_inputs, summaries)
-
     # The collector would rescan the graph's dicts and the summaries again and again: measured
     # 40 against 29 µs per node of a 10^4-node chain, 45 against 27 at 10^5.
     with gc_paused():
-        order = run_observed(result, starts, pre=pre, post=record, retain_graph=retain_graph, inputs=inputs)
-        graph = result.graph
+        recording = FlowRecording(result, starts, values_up_to=values_up_to, pre=pre, post=post)
+        try:
+            _run_backward(starts, retain_graph=retain_graph, inputs=inputs)
+        except BaseException:
+            recording.hooks.remove()
+            raise
+        return recording.finish()
+
+
+class FlowRecording:
+    """Hooks that record the gradient along every edge of ``result``'s graph in the backward passes that run until `finish`.
+
+    What `record_flow` does around a backward it runs itself, for a backward
+    that someone else runs (a training loop's own ``loss.backward()``):
+    register now, run the backward, then `finish` puts ``grad`` on the edges
+    and ``exec_order`` on the nodes. ``only`` limits the hooks to those node
+    ids (the part of a graph to record); ``pre`` and ``post`` are as for
+    `record_flow`.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> loss = (x.exp() * 3).sum()
+        >>> traced = trace(loss)
+        >>> recording = FlowRecording(traced, start_gradients(traced.roots, None, caller="demo"))
+        >>> loss.backward()
+        >>> order = recording.finish()
+        >>> [traced.graph.nodes[node_id]["op"] for node_id in order], traced.graph.edges["n1", "n2", 0]["grad"]["values"]
+        (['SumBackward0', 'MulBackward0', 'ExpBackward0', 'AccumulateGrad'], [1.0, 1.0])
+    """
+
+    def __init__(
+        self,
+        result: Trace,
+        starts: list[Start],
+        *,
+        values_up_to: int = 16,
+        pre: PreCallback | None = None,
+        post: FlowCallback | None = None,
+        only: Collection[str] | None = None,
+    ) -> None:
+        self.result, self.starts, self.values_up_to, self._post = result, starts, values_up_to, post
+        self._flowed: dict[str, list[dict[str, Any] | None]] = {}
+        self.hooks = NodeHooks(result, pre=pre, post=self._record, only=only)
+
+    def _record(self, node_id: str, grad_inputs: tuple[torch.Tensor | None, ...], _: tuple[torch.Tensor | None, ...]) -> None:
+        # Summarise at once: the engine may later add into these tensors in place.
+        summaries = self._flowed[node_id] = [None if grad is None else gradient_summary(grad, values_up_to=self.values_up_to) for grad in grad_inputs]
+        if self._post is not None:
+            self._post(node_id, grad_inputs, summaries)
+
+    def finish(self) -> list[str]:
+        """Remove the hooks; put each edge's ``grad`` and each node's ``exec_order`` on the graph; the ids of the nodes run, in order."""
+        order = self.hooks.remove()
+        graph = self.result.graph
         out_edges = successors(graph)
-        for source, summaries in flowed.items():
+        for source, summaries in self._flowed.items():
             for keyed in out_edges[source].values():
                 for index, data in keyed.items():
                     if index < len(summaries) and summaries[index] is not None:
                         data["grad"] = summaries[index]
         root_ids = {entry["name"]: entry["node"] for entry in graph.graph["roots"]}
-        for start in starts:
+        for start in self.starts:
             root_id = root_ids[start.root.name]
             if graph.nodes[root_id]["kind"] == "root":
                 for _, _, data in graph.out_edges(root_id, data=True):
-                    data["grad"] = gradient_summary(start.grad, values_up_to=values_up_to)
-    return order
+                    data["grad"] = gradient_summary(start.grad, values_up_to=self.values_up_to)
+        return order
+
+
+class NodeHooks:
+    """A pre-hook (and a post-hook, with ``post``) on every node of ``result`` (or of the ids in ``only``) until `remove`.
+
+    The pre-hook records the order the engine calls the nodes in and calls
+    ``pre(node_id, received)``; ``post`` is called as `run_observed` says.
+    """
+
+    def __init__(self, result: Trace, *, pre: PreCallback | None = None, post: PostCallback | None = None, only: Collection[str] | None = None) -> None:
+        self.result = result
+        #: The ids of the nodes the engine called so far, in order.
+        self.order: list[str] = []
+        nodes = [(node, node_id) for node, node_id in result.ids.items() if only is None or node_id in only]
+        self._pre = pre
+        self._handles = [node.register_prehook(partial(self._before, node_id)) for node, node_id in nodes]
+        if post is not None:
+            self._handles += [node.register_hook(partial(post, node_id)) for node, node_id in nodes if node.next_functions]
+
+    def _before(self, node_id: str, received: tuple[torch.Tensor | None, ...]) -> None:
+        self.order.append(node_id)
+        if self._pre is not None:
+            self._pre(node_id, received)
+
+    def discard(self) -> None:
+        """Remove the hooks, storing nothing (the backward failed)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def remove(self) -> list[str]:
+        """Remove the hooks, store ``exec_order`` (1 for the first node called) on the graph's nodes, and return the order."""
+        self.discard()
+        nodes = node_data(self.result.graph)
+        for position, node_id in enumerate(self.order, start=1):
+            nodes[node_id]["exec_order"] = position
+        return self.order
 
 
 def run_observed(
@@ -191,26 +273,19 @@ def run_observed(
         >>> [traced.graph.nodes[node_id]["op"] for node_id in order]
         ['SumBackward0', 'MulBackward0', 'ExpBackward0', 'AccumulateGrad']
     """
-    order: list[str] = []
-
-    def before(node_id: str, received: tuple[torch.Tensor | None, ...]) -> None:
-        order.append(node_id)
-        if pre is not None:
-            pre(node_id, received)
-
-    handles = [node.register_prehook(partial(before, node_id)) for node, node_id in result.ids.items()]
-    if post is not None:
-        handles += [node.register_hook(partial(post, node_id)) for node, node_id in result.ids.items() if node.next_functions]
+    hooks = NodeHooks(result, pre=pre, post=post)
     try:
-        # The engine takes tensors and gradient edges mixed; torch's stub declares one kind or the other.
-        targets: Any = [start.target for start in starts]
-        leaves: Any = inputs
-        with torch.autograd.set_detect_anomaly(False):
-            torch.autograd.backward(targets, [start.engine_grad for start in starts], retain_graph=retain_graph, inputs=leaves)
-    finally:
-        for handle in handles:
-            handle.remove()
-    nodes = node_data(result.graph)
-    for position, node_id in enumerate(order, start=1):
-        nodes[node_id]["exec_order"] = position
-    return order
+        _run_backward(starts, retain_graph=retain_graph, inputs=inputs)
+    except BaseException:
+        hooks.discard()
+        raise
+    return hooks.remove()
+
+
+def _run_backward(starts: list[Start], *, retain_graph: bool, inputs: Sequence[torch.Tensor | GradientEdge] | None) -> None:
+    """`torch.autograd.backward` from ``starts``, anomaly mode off (a NaN is recorded, not raised)."""
+    # The engine takes tensors and gradient edges mixed; torch's stub declares one kind or the other.
+    targets: Any = [start.target for start in starts]
+    leaves: Any = inputs
+    with torch.autograd.set_detect_anomaly(False):
+        torch.autograd.backward(targets, [start.engine_grad for start in starts], retain_graph=retain_graph, inputs=leaves)

@@ -78,7 +78,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, UnreproducedStepWarning
+from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StartGradientError, UnreproducedStepWarning
 from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
 from ..tracing.forward_values import ForwardOrigin, check_of
 from ..tracing.graph import Trace, trace
@@ -87,6 +87,7 @@ from ..tracing.modules import capture_modules
 from .bundle_file import bundle_name, graph_data, write_bundle
 from .nonfinite import _named_origin
 from .record_gradients import record_flow
+from .recorder_loss import Edge, LossPart, copies
 from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import Start, start_gradients
 from .steps import step_data
@@ -153,6 +154,10 @@ class _Call:
     output_grads: dict[int, torch.Tensor] = field(default_factory=dict)
     outputs: list[torch.Tensor] | None = None
     sums: list[torch.Tensor] = field(default_factory=list)
+    #: Per output of ``outputs``: its position among the outputs that need a gradient and its `Edge` in the graph (dropped at the step's end).
+    edges: list[tuple[int, Edge]] = field(default_factory=list)
+    #: The sums of ``outputs`` read at ``loss.backward()`` (`FlightRecorder._check_forward`), which then empties ``sums``.
+    read: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -192,7 +197,10 @@ class FlightRecorder:
         self._state = [*model.named_parameters(), *model.named_buffers()]
         self._cuda = sorted({param.device.index or 0 for _, param in self._params if param.device.type == "cuda"})
         self._calls: list[_Call] = []
-        self._losses: list[torch.Tensor] = []
+        # The value of each loss backward() was called on in this step, read at that call (`_check_forward`).
+        self._losses: list[float] = []
+        # The loss part of this step, hooked at a backward() whose loss or model output was already not finite.
+        self._loss_part: LossPart | None = None
         self._baseline: deque[float] = deque(maxlen=BASELINE_STEPS)
         self._healthy: _Kept | None = None
         # The weights (parameters and buffers) of the healthy step kept, copied into tensors kept between steps.
@@ -214,6 +222,7 @@ class FlightRecorder:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        self._take_loss_part(self._calls)
         self._calls, self._losses = [], []
 
     # --- what every step keeps --------------------------------------------------------
@@ -232,8 +241,10 @@ class FlightRecorder:
         for position, tensor in enumerate(tensors):
             tensor.register_hook(partial(self._keep_grad, call, position))
         # One sum per output: a finite sum has no NaN or Inf in it (a non-finite one is looked at element by element).
-        call.outputs = [tensor.detach() for tensor in tensors if tensor.is_floating_point()]
+        floating = [(position, tensor) for position, tensor in enumerate(tensors) if tensor.is_floating_point()]
+        call.outputs = [tensor.detach() for _, tensor in floating]
         call.sums = [tensor.sum() for tensor in call.outputs]
+        call.edges = [(position, (tensor.grad_fn, tensor.output_nr)) for position, tensor in floating if tensor.grad_fn is not None]
 
     @staticmethod
     def _keep_grad(call: _Call, position: int, grad: torch.Tensor) -> None:
@@ -242,7 +253,47 @@ class FlightRecorder:
 
     def _on_backward(self, tensor: torch.Tensor) -> None:
         if not self._replaying and self._calls and tensor.grad_fn is not None:
-            self._losses.append(tensor.detach())
+            self._check_forward(tensor)
+
+    def _check_forward(self, loss: torch.Tensor) -> None:
+        """At ``loss.backward()``: read whether the loss and the model's outputs so far are finite; if not, hook the loss part (`LossPart`).
+
+        The step's one read of its forward (the loss, the outputs' sums),
+        taken here rather than at the step's end, so that a step whose
+        forward went bad is known before its backward runs.
+        """
+        calls = [call for call in self._calls if call.sums]
+        with torch.no_grad():
+            values = [loss.detach().float().sum(), *(total.float() for call in calls for total in call.sums)]
+            device = values[0].device
+            numbers = torch.stack([value.to(device) for value in values]).tolist()
+        self._losses.append(numbers[0])
+        start = 1
+        for call in calls:
+            call.read, call.sums = numbers[start : start + len(call.sums)], []
+            start += len(call.read)
+        if all(math.isfinite(number) for number in numbers) or self._loss_part is not None:
+            return
+        outputs = {
+            (id(call), position): (edge, bool(torch.isfinite(output).all()))
+            for call in self._calls
+            for output, (position, edge) in zip(call.outputs or (), call.edges)
+        }
+        if all(finite for _, finite in outputs.values()) and bool(torch.isfinite(loss).all()):
+            return  # a sum overflowed; every element is finite
+        try:
+            self._loss_part = LossPart(loss, outputs, named=self._params, module=self.model, values_up_to=VALUES_UP_TO)
+        except (RootError, StartGradientError):
+            self._loss_part = None  # a non-scalar loss whose gradient backward() is given: no loss part
+
+    def _take_loss_part(self, calls: list[_Call]) -> LossPart | None:
+        """At the step's end: the loss part hooked in this step (its hooks removed), and the calls' edges dropped (they hold the graph)."""
+        for call in calls:
+            call.edges = []
+        part, self._loss_part = self._loss_part, None
+        if part is not None:
+            part.finish()
+        return part
 
     # --- the end of a step -------------------------------------------------------------
 
@@ -253,6 +304,7 @@ class FlightRecorder:
         """
         calls, losses = self._calls, self._losses
         self._calls, self._losses = [], []
+        loss_part = self._take_loss_part(calls)
         grad_norm, loss, output_finite = self._measure(calls, losses)
         reasons = self._reasons(grad_norm, loss, output_finite)
         if not reasons:
@@ -265,7 +317,7 @@ class FlightRecorder:
         self.bad_steps.append(step)
         if len(self.bundles) >= self.settings.max_bundles:
             return None
-        record = self._record(step, calls, reasons, loss, grad_norm)
+        record = self._record(step, calls, reasons, loss, grad_norm, loss_part=loss_part)
         kept = self._healthy
         healthy = None if kept is None else self._record(kept.step, kept.calls, (), kept.loss, kept.grad_norm, weights=self._weights)
         if record is None:
@@ -288,10 +340,11 @@ class FlightRecorder:
         with torch.no_grad():
             foreach_copy_(list(self._weights.values()), [value.detach() for _, value in self._state])
 
-    def _measure(self, calls: list[_Call], losses: list[torch.Tensor], leaves: list[torch.Tensor] | None = None) -> tuple[float | None, float | None, bool]:
-        """The gradient norm over every ``.grad`` (of the model's parameters, or of ``leaves``), the loss, and whether the outputs were finite.
+    def _measure(self, calls: list[_Call], losses: list[float], leaves: list[torch.Tensor] | None = None) -> tuple[float | None, float | None, bool]:
+        """The gradient norm over every ``.grad`` (of the model's parameters, or of ``leaves``), the last loss, and whether the outputs were finite.
 
-        One device-to-host transfer.
+        One device-to-host transfer (the loss and the outputs that a
+        ``backward()`` followed were read then, by `_check_forward`).
         """
         tensors = [param for _, param in self._params] if leaves is None else leaves
         grads = [tensor.grad for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
@@ -299,14 +352,14 @@ class FlightRecorder:
             values: list[torch.Tensor] = []
             if grads:
                 values.append(torch.linalg.vector_norm(torch.stack([norm.float() for norm in foreach_norm(grads)])))
-            values += [loss.float().sum() for loss in losses[-1:]]
             values += [total.float() for call in calls for total in call.sums]
-            if not values:
-                return None, None, True
-            device = values[0].device
-            numbers = torch.stack([value.to(device) for value in values]).tolist()
+            numbers = []
+            if values:
+                device = values[0].device
+                numbers = torch.stack([value.to(device) for value in values]).tolist()
         grad_norm = numbers.pop(0) if grads else None
-        loss = numbers.pop(0) if losses else None
+        loss = losses[-1] if losses else None
+        numbers += [total for call in calls for total in call.read]
         finite = all(math.isfinite(total) for total in numbers) or all(bool(torch.isfinite(output).all()) for call in calls for output in call.outputs or ())
         return grad_norm, loss, finite
 
@@ -338,12 +391,16 @@ class FlightRecorder:
         grad_norm: float | None,
         *,
         weights: dict[str, torch.Tensor] | None = None,
+        loss_part: LossPart | None = None,
     ) -> dict[str, Any] | None:
         """Run the step's calls again with a recorded backward; its record as a bundle holds it (``None`` if nothing to run).
 
         With ``weights`` (a step kept earlier), the model runs on those
         parameters and buffers (`torch.func.functional_call`), whose gradients
         go to the copies; without, on its own, whose ``.grad`` is set aside.
+        With ``loss_part`` (hooked in the training step's backward), the
+        graph starts at the loss: the loss part joined to the re-run at the
+        model's outputs (`LossPart.join`).
         """
         calls = [call for call in calls if call.output_grads]
         if not calls:
@@ -352,6 +409,7 @@ class FlightRecorder:
         with self._set_aside() as trained:
             roots: list[torch.Tensor] = []
             grads: list[torch.Tensor] = []
+            keys: list[tuple[int, int]] = []  # (call, position) of each root, to join the loss part at
             with capture_modules(), capture_source():
                 for call in calls:
                     self._set_generators(call.generators)
@@ -364,6 +422,7 @@ class FlightRecorder:
                         if position in call.output_grads:
                             roots.append(tensor)
                             grads.append(call.output_grads[position])
+                            keys.append((id(call), position))
             try:
                 result = trace(roots, params=leaves, module=self.model, caller="watch(bad_steps=...)")
             except RootError:
@@ -377,14 +436,19 @@ class FlightRecorder:
                     result,
                     starts,
                     values_up_to=VALUES_UP_TO,
-                    pre=lambda node_id, grads_in: received.__setitem__(node_id, _copies(grads_in)),
-                    post=lambda node_id, grads_out, _: sent.__setitem__(node_id, _copies(grads_out)),
+                    pre=lambda node_id, grads_in: received.__setitem__(node_id, copies(grads_in)),
+                    post=lambda node_id, grads_out, _: sent.__setitem__(node_id, copies(grads_out)),
                 )
-            result.graph.graph[STEPS_ATTRIBUTE] = step_data(_as_replay(result, starts, order, received, sent), values_up_to=VALUES_UP_TO)
+            replay = _as_replay(result, starts, order, received, sent)
             check = check_of([*(root.node for root in result.roots), *result.ids])
+            if loss_part is not None:
+                replay = loss_part.join(result, replay, keys)
+            result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)
             origin = None
             if check is not None and check.origin is not None:
                 origin = _origin_data(_named_origin(check.origin, result, list(leaves.items()), self.model))
+            elif loss_part is not None:
+                origin = loss_part.origin
             if weights is None:
                 reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
             else:  # the step's own gradients were not kept (a copy per step): their norm was, computed the same way
@@ -427,11 +491,6 @@ class FlightRecorder:
         torch.set_rng_state(states[0])
         for index, state in zip(self._cuda, states[1:]):
             torch.cuda.set_rng_state(state, index)
-
-
-def _copies(grads: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor | None, ...]:
-    # Copies: the engine may add into a tensor it handed to a hook later in the pass.
-    return tuple(None if grad is None else grad.detach().clone() for grad in grads)
 
 
 def _as_replay(
