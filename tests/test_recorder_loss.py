@@ -147,8 +147,18 @@ def test_a_nan_batch_keeps_its_origin_in_the_model_and_gains_the_loss_part(tmp_p
     assert bundle.bad.reproduced
 
 
-def test_a_step_whose_forward_is_finite_has_no_loss_part(tmp_path: Path) -> None:
-    """Bad in the backward only (sqrt at 0): the graph starts at the model's output, as the re-run does."""
-    bundle, _ = train(tmp_path, lambda out, step: torch.sqrt(out.pow(2).sum() * (0.0 if step == BAD else 1.0)))
-    assert [entry["name"] for entry in bundle.bad.graph.graph["roots"]] == ["0"]
-    assert bundle.bad.reasons[0].startswith("a gradient holds NaN or Inf")
+def test_a_step_bad_in_the_backward_only_holds_the_loss_parts_structure(tmp_path: Path) -> None:
+    """Bad in the backward only (sqrt at 0): the loss part's nodes are in the bundle, beside the model's root, with no gradients."""
+    bundle, seen = train(tmp_path, lambda out, step: torch.sqrt(out.pow(2).sum() * (0.0 if step == BAD else 1.0)))
+    graph = bundle.bad.graph
+    assert bundle.bad.reasons[0].startswith("a gradient holds NaN or Inf") and math.isfinite(seen["loss"])
+    assert [entry["name"] for entry in graph.graph["roots"]] == ["output", "0"]
+    loss_root = graph.graph["roots"][0]["node"]
+    part = [node for node in nx.descendants(graph, loss_root) | {loss_root} if graph.nodes[node]["kind"] == "backward" and not graph.nodes[node].get("source")]
+    assert sorted(graph.nodes[node]["op"] for node in part) == sorted(seen["sent"])
+    assert all("exec_order" not in graph.nodes[node] for node in part)
+    (into_model,) = [v for u, v in graph.edges() if u in part and v not in part]
+    assert graph.nodes[into_model]["op"] == seen["output_node"] and graph.nodes[into_model]["exec_order"] == 1
+    # The NaN was made in the loss part's backward (which ran unrecorded): it reached the model's output, as torch's tensor hook saw.
+    assert seen["output_grad"].isnan().any()
+    assert bundle.bad.reproduced and bundle.divergence == into_model

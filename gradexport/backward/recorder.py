@@ -68,7 +68,7 @@ import math
 import os
 import warnings
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -77,6 +77,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StartGradientError, UnreproducedStepWarning
 from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
@@ -201,6 +202,8 @@ class FlightRecorder:
         self._losses: list[float] = []
         # The loss part of this step, hooked at a backward() whose loss or model output was already not finite.
         self._loss_part: LossPart | None = None
+        # The node of the last loss backward() was called on in this step, for the loss part's structure should the step go bad.
+        self._loss_node: Node | None = None
         self._baseline: deque[float] = deque(maxlen=BASELINE_STEPS)
         self._healthy: _Kept | None = None
         # The weights (parameters and buffers) of the healthy step kept, copied into tensors kept between steps.
@@ -268,6 +271,7 @@ class FlightRecorder:
             device = values[0].device
             numbers = torch.stack([value.to(device) for value in values]).tolist()
         self._losses.append(numbers[0])
+        self._loss_node = loss.grad_fn
         start = 1
         for call in calls:
             call.read, call.sums = numbers[start : start + len(call.sums)], []
@@ -286,13 +290,21 @@ class FlightRecorder:
         except (RootError, StartGradientError):
             self._loss_part = None  # a non-scalar loss whose gradient backward() is given: no loss part
 
-    def _take_loss_part(self, calls: list[_Call]) -> LossPart | None:
-        """At the step's end: the loss part hooked in this step (its hooks removed), and the calls' edges dropped (they hold the graph)."""
-        for call in calls:
-            call.edges = []
+    def _take_loss_part(self, calls: list[_Call]) -> LossPart | Callable[[], LossPart] | None:
+        """At the step's end: the loss part hooked in this step (its hooks removed), else one that traces its structure when called.
+
+        The calls' edges are dropped (they hold the graph's nodes).
+        """
+        part: LossPart | Callable[[], LossPart] | None
         part, self._loss_part = self._loss_part, None
         if part is not None:
             part.finish()
+        elif self._loss_node is not None:
+            outputs = {(id(call), position): (edge, True) for call in calls for position, edge in call.edges}
+            part = partial(LossPart, self._loss_node, outputs, named=self._params)
+        for call in calls:
+            call.edges = []
+        self._loss_node = None
         return part
 
     # --- the end of a step -------------------------------------------------------------
@@ -391,16 +403,16 @@ class FlightRecorder:
         grad_norm: float | None,
         *,
         weights: dict[str, torch.Tensor] | None = None,
-        loss_part: LossPart | None = None,
+        loss_part: LossPart | Callable[[], LossPart] | None = None,
     ) -> dict[str, Any] | None:
         """Run the step's calls again with a recorded backward; its record as a bundle holds it (``None`` if nothing to run).
 
         With ``weights`` (a step kept earlier), the model runs on those
         parameters and buffers (`torch.func.functional_call`), whose gradients
         go to the copies; without, on its own, whose ``.grad`` is set aside.
-        With ``loss_part`` (hooked in the training step's backward), the
-        graph starts at the loss: the loss part joined to the re-run at the
-        model's outputs (`LossPart.join`).
+        With ``loss_part`` (hooked in the training step's backward, or made
+        now from the graph's nodes after it), the graph starts at the loss:
+        the loss part joined to the re-run at the model's outputs (`LossPart.join`).
         """
         calls = [call for call in calls if call.output_grads]
         if not calls:
@@ -441,6 +453,8 @@ class FlightRecorder:
                 )
             replay = _as_replay(result, starts, order, received, sent)
             check = check_of([*(root.node for root in result.roots), *result.ids])
+            if callable(loss_part):
+                loss_part = loss_part()
             if loss_part is not None:
                 replay = loss_part.join(result, replay, keys)
             result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)

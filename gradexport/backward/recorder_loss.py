@@ -56,7 +56,11 @@ class LossPart:
     """The nodes from ``loss`` down to the model's outputs, hooked for the backward that follows, and where the forward went non-finite.
 
     Args:
-        loss: The tensor ``backward()`` is about to be called on.
+        loss: The tensor ``backward()`` is about to be called on; or, after
+            the backward, the loss's node: then only the structure is
+            traced (the graph's values are freed), no hook is placed, and
+            the joined graph keeps the model's roots, with the gradients
+            they got, beside the loss.
         outputs: Each model output, by a key of the caller's: its `Edge` and whether it was finite.
         named: The parameters, by name (to name a leaf the loss uses itself, weight decay say).
         module: The model, to name its parameters.
@@ -74,7 +78,7 @@ class LossPart:
 
     def __init__(
         self,
-        loss: torch.Tensor,
+        loss: torch.Tensor | Node,
         outputs: Mapping[OutputKey, tuple[Edge, bool]],
         *,
         named: Sequence[tuple[str, torch.Tensor]] = (),
@@ -88,22 +92,27 @@ class LossPart:
         self.nodes = _above(self.result, set(self.boundary))
         self.received: dict[str, tuple[torch.Tensor | None, ...]] = {}
         self.sent: dict[str, tuple[torch.Tensor | None, ...]] = {}
-        self.starts: list[Start] = start_gradients(self.result.roots, None, caller="watch(bad_steps=...)")
-        finite = dict(outputs.values())
-        self.origin = None if not all(finite.values()) else loss_origin(self.result, self.nodes, finite, loss)
-        self._recording = FlowRecording(
-            self.result,
-            self.starts,
-            values_up_to=values_up_to,
-            pre=lambda node_id, grads: self.received.__setitem__(node_id, copies(grads)),
-            post=lambda node_id, grads, _: self.sent.__setitem__(node_id, copies(grads)),
-            only=self.nodes,
-        )
+        self.starts: list[Start] = []
+        self.origin: dict[str, Any] | None = None
         self.order: list[str] = []
+        self._recording: FlowRecording | None = None
+        if isinstance(loss, torch.Tensor):
+            self.starts = start_gradients(self.result.roots, None, caller="watch(bad_steps=...)")
+            finite = dict(outputs.values())
+            self.origin = None if not all(finite.values()) else loss_origin(self.result, self.nodes, finite, loss)
+            self._recording = FlowRecording(
+                self.result,
+                self.starts,
+                values_up_to=values_up_to,
+                pre=lambda node_id, grads: self.received.__setitem__(node_id, copies(grads)),
+                post=lambda node_id, grads, _: self.sent.__setitem__(node_id, copies(grads)),
+                only=self.nodes,
+            )
 
     def finish(self) -> None:
         """After the backward (or when it never came): remove the hooks, put the gradients on the edges."""
-        self.order = [node_id for node_id in self._recording.finish() if node_id in self.nodes]
+        if self._recording is not None:
+            self.order = [node_id for node_id in self._recording.finish() if node_id in self.nodes]
 
     def join(self, model: Trace, replay: Replay, keys: Sequence[OutputKey]) -> Replay:
         """The re-run of the model (``model``, its ``replay``) with the loss part in front, joined at the model's outputs.
@@ -130,7 +139,8 @@ class LossPart:
             entry = rerun_root[root.name]
             ((_, into, data),) = list(graph.out_edges(entry["node"], data=True))
             target[(self.result.ids[edge[0]], edge[1])] = (str(into), int(data["input_nr"]))
-            fed.add(entry["node"])
+            if self._recording is not None:  # the loss part's edges carry the gradients the root started with
+                fed.add(entry["node"])
         for node_id in own:
             graph.add_node(renamed[node_id], **part.nodes[node_id])
         for source, into, key, data in part.edges(keys=True, data=True):
