@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -162,3 +163,60 @@ def test_a_step_bad_in_the_backward_only_holds_the_loss_parts_structure(tmp_path
     # The NaN was made in the loss part's backward (which ran unrecorded): it reached the model's output, as torch's tensor hook saw.
     assert seen["output_grad"].isnan().any()
     assert bundle.bad.reproduced and bundle.divergence == into_model
+
+
+def lbfgs_run(folder: Path | None, bad_step: int | None, seen: dict[str, Any], **settings: Any) -> list[torch.Tensor]:
+    """Four ``optimizer.step(closure)`` steps of torch.optim.LBFGS, under the recorder when ``folder`` is given; the weights after."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 2))
+    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=3)
+    x = torch.linspace(-1, 1, 8).reshape(4, 2)
+    watch = gradexport.watch(model, optimizer=optimizer, bad_steps=gradexport.tools.BadSteps(folder, **settings)) if folder is not None else None
+    if watch is not None:
+        watch.start()
+    try:
+        for step in range(4):
+
+            def closure() -> torch.Tensor:
+                optimizer.zero_grad()
+                out = model(x)
+                first = step == bad_step and "grads" not in seen  # torch's own view of the step's first evaluation (not of the re-run)
+                mode = FirstNonfinite()
+                with mode if first else nullcontext():
+                    loss = torch.log(-out.abs() + (-1.0 if step == bad_step else 10.0)).sum()
+                loss.backward()
+                if first:
+                    seen.update(first=mode.first, grads={name: param.grad.clone() for name, param in model.named_parameters()})
+                return loss
+
+            optimizer.step(closure)
+    finally:
+        if watch is not None:
+            watch.close()
+    return [param.detach().clone() for param in model.parameters()]
+
+
+def test_an_lbfgs_loop_is_recorded_through_its_closure_with_the_loss_functions_line(tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+    lbfgs_run(tmp_path, BAD, seen)
+    assert [path.name for path in tmp_path.iterdir()] == [f"bad-step-{BAD:06d}.json"]  # one bundle, though every later evaluation is bad too
+    bundle = gradexport.load_bundle(tmp_path / f"bad-step-{BAD:06d}.json")
+    graph = bundle.bad.graph
+    origin = bundle.bad.forward_origin
+    # The closure ran the loss function again under a capture: the op torch saw make the NaN, with its line.
+    assert origin is not None and origin["cause"] == "made" and graph.nodes[origin["node"]]["op"] == seen["first"] == "LogBackward0"
+    assert origin["op"] == "log" and origin["source_code"] == "loss = torch.log(-out.abs() + (-1.0 if step == bad_step else 10.0)).sum()"
+    assert bundle.divergence == origin["node"] and bundle.bad.reproduced
+    for name, grad in seen["grads"].items():
+        (node,) = [node for node, names in graph.nodes(data="names") if names and name in names]
+        ((_, _, data),) = graph.in_edges(node, data=True)
+        assert torch.equal(torch.tensor(data["grad"]["values"]).reshape(grad.shape), grad), name
+
+
+def test_training_with_lbfgs_under_the_recorder_is_bit_identical_to_training_without(tmp_path: Path) -> None:
+    """A jump so low that most evaluations are bad: every re-run through the closure leaves training alone."""
+    plain = lbfgs_run(None, None, {})
+    watched = lbfgs_run(tmp_path, None, {}, jump=1.01, healthy_every=1, max_bundles=100)
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched, strict=True))
+    bundles = [gradexport.load_bundle(path) for path in sorted(tmp_path.iterdir())]
+    assert bundles and all(bundle.bad.reproduced for bundle in bundles)

@@ -699,3 +699,31 @@ def test_the_saved_values_each_formula_reads_are_kept_by_this_torch() -> None:
         expected = torch.autograd.grad(outputs, inputs, grads)
         for product in math.products:
             torch.testing.assert_close(product.value, expected[product.position])
+
+
+def test_wrap_step_closure_sees_every_evaluation_lbfgs_and_sgd_make() -> None:
+    """torch.optim.LBFGS calls the closure it is given once per evaluation (several per step), SGD once; both take it by keyword too."""
+    for optimizer_class, many in ((torch.optim.LBFGS, True), (torch.optim.SGD, False)):
+        model = torch.nn.Linear(2, 1)
+        optimizer = optimizer_class(model.parameters(), lr=0.1)
+        calls: list[str] = []
+        wrapped: list[str] = []
+
+        @contextlib.contextmanager
+        def around(closure: Any) -> Any:
+            yield lambda: (wrapped.append("evaluation"), closure())[1]
+
+        def closure() -> torch.Tensor:
+            calls.append("evaluation")
+            optimizer.zero_grad()
+            loss = model(torch.ones(3, 2)).pow(2).sum()
+            loss.backward()
+            return loss
+
+        handle = _torch.wrap_step_closure(optimizer, around)
+        optimizer.step(closure)
+        optimizer.step(closure=closure)
+        assert wrapped == calls and (len(calls) > 2) == many, changed(f"{optimizer_class.__name__}.step(closure)", f"called it {len(calls)} times in 2 steps")
+        handle.remove()
+        optimizer.step(closure)
+        assert len(wrapped) < len(calls) and "step" not in vars(optimizer)

@@ -80,7 +80,7 @@ from torch import nn
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StartGradientError, UnreproducedStepWarning
-from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves, wrap_step_closure
 from ..tracing.forward_values import ForwardOrigin, check_of
 from ..tracing.graph import Trace, trace
 from ..tracing.lines import CallSite, call_from, capture_source, user_call_site
@@ -178,7 +178,7 @@ class FlightRecorder:
     a step ends, before the optimizer's update.
     """
 
-    def __init__(self, model: nn.Module, settings: BadSteps) -> None:
+    def __init__(self, model: nn.Module, settings: BadSteps, optimizer: torch.optim.Optimizer | None = None) -> None:
         distributed = torch.distributed
         if distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1:
             # The re-run's backward on the real parameters would fire DDP's and FSDP's gradient hooks, a collective on one rank only.
@@ -210,6 +210,10 @@ class FlightRecorder:
         self._weights: dict[str, torch.Tensor] = {}
         self._replaying = False
         self._handles: list[Any] = []
+        self._optimizer = optimizer
+        # Inside optimizer.step(closure): the closure given, and the step that the watch's end_step named.
+        self._closure: Callable[[], Any] | None = None
+        self._closure_step: int | None = None
 
     def start(self) -> None:
         """Place the hooks (on the model, and on ``Tensor.backward`` to see the loss)."""
@@ -219,6 +223,8 @@ class FlightRecorder:
             self.model.register_forward_hook(self._after_model),
             observe_backward_calls(self._on_backward),
         ]
+        if self._optimizer is not None:
+            self._handles.append(wrap_step_closure(self._optimizer, self._closure_evaluations))
 
     def close(self) -> None:
         """Remove the hooks and drop what the current step kept."""
@@ -286,7 +292,7 @@ class FlightRecorder:
         if all(finite for _, finite in outputs.values()) and bool(torch.isfinite(loss).all()):
             return  # a sum overflowed; every element is finite
         try:
-            self._loss_part = LossPart(loss, outputs, named=self._params, module=self.model, values_up_to=VALUES_UP_TO)
+            self._loss_part = LossPart(loss, outputs, named=self._params, values_up_to=VALUES_UP_TO)
         except (RootError, StartGradientError):
             self._loss_part = None  # a non-scalar loss whose gradient backward() is given: no loss part
 
@@ -312,8 +318,37 @@ class FlightRecorder:
     def end_step(self, step: int) -> Path | None:
         """Judge the step that ends; keep it if it is a healthy step to keep; write its bundle if it is bad.
 
-        Returns the bundle written, else ``None``.
+        Inside ``optimizer.step(closure)`` the step's forward and backward
+        have not run yet: each evaluation of the closure is judged as it
+        returns (`_closure_evaluations`). Returns the bundle written, else ``None``.
         """
+        if self._closure is not None:
+            self._closure_step = step
+            return None
+        return self._judge(step)
+
+    @contextmanager
+    def _closure_evaluations(self, closure: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
+        """Around ``optimizer.step(closure)``: the closure to give the step, which judges each evaluation as it returns."""
+        self._closure, self._closure_step = closure, None
+
+        def evaluation() -> Any:
+            generators = self._generators()
+            loss = closure()
+            if self._closure_step is not None and not self._replaying:
+                self._judge(self._closure_step, rerun=(closure, generators))
+            return loss
+
+        try:
+            yield evaluation
+        finally:
+            self._closure = self._closure_step = None
+
+    def _generators(self) -> list[torch.Tensor]:
+        return [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
+
+    def _judge(self, step: int, rerun: tuple[Callable[[], Any], list[torch.Tensor]] | None = None) -> Path | None:
+        """`end_step`'s work; ``rerun``, a closure and the generators' state before it ran, runs a bad step again whole."""
         calls, losses = self._calls, self._losses
         self._calls, self._losses = [], []
         loss_part = self._take_loss_part(calls)
@@ -326,10 +361,15 @@ class FlightRecorder:
                 self._keep_weights()
                 self._healthy = _Kept(step, calls, loss, grad_norm)
             return None
+        if rerun is not None and self.bad_steps and self.bad_steps[-1] == step:
+            return None  # a later evaluation of the closure in a step already bad
         self.bad_steps.append(step)
         if len(self.bundles) >= self.settings.max_bundles:
             return None
-        record = self._record(step, calls, reasons, loss, grad_norm, loss_part=loss_part)
+        if rerun is not None:
+            record = self._record_closure(step, *rerun, reasons, loss, grad_norm)
+        else:
+            record = self._record(step, calls, reasons, loss, grad_norm, loss_part=loss_part)
         kept = self._healthy
         healthy = None if kept is None else self._record(kept.step, kept.calls, (), kept.loss, kept.grad_norm, weights=self._weights)
         if record is None:
@@ -481,12 +521,61 @@ class FlightRecorder:
             "graph": graph,
         }
 
+    def _record_closure(
+        self, step: int, closure: Callable[[], Any], generators: list[torch.Tensor], reasons: tuple[str, ...], loss: float | None, grad_norm: float | None
+    ) -> dict[str, Any] | None:
+        """Run the step again through its closure (forward, loss and backward), recorded whole; its record as a bundle holds it.
+
+        The closure's ``backward()`` is hooked as it is called (`LossPart` with
+        no model outputs: the whole graph, from the loss), under
+        `capture_source` and `capture_modules`, so the loss function's ops
+        have their lines and the forward origin is the op that made the value,
+        wherever it is.
+        """
+        parts: list[LossPart] = []
+
+        def hook(tensor: torch.Tensor) -> None:
+            if tensor.grad_fn is not None and not parts:
+                parts.append(LossPart(tensor, {}, named=self._params, module=self.model, values_up_to=VALUES_UP_TO))
+
+        with self._set_aside() as trained:
+            observer = observe_backward_calls(hook)
+            try:
+                with capture_modules(), capture_source(), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    self._set_generators(generators)
+                    closure()
+            finally:
+                observer.remove()
+                for part in parts:
+                    part.finish()
+            if not parts:
+                return None
+            result = parts[0].result
+            replay = _as_replay(result, parts[0].starts, parts[0].order, parts[0].received, parts[0].sent)
+            result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)
+            check = check_of([*(root.node for root in result.roots), *result.ids])
+            origin = None
+            if check is not None and check.origin is not None:
+                origin = _origin_data(_named_origin(check.origin, result, list(self._params), self.model))
+            reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
+            graph = graph_data(result.graph)
+        return {
+            "step": step,
+            "reasons": list(reasons),
+            "loss": loss,
+            "grad_norm": grad_norm,
+            "reproduced": reproduced,
+            "forward_origin": origin,
+            "graph": graph,
+        }
+
     @contextmanager
     def _set_aside(self) -> Iterator[list[torch.Tensor | None]]:
         """Around a re-run: every ``.grad`` set aside (yielded) and put back, the buffers and generators restored."""
         trained = [param.grad for _, param in self._params]
         buffers = [(buffer, buffer.detach().clone()) for buffer in self.model.buffers()]
-        generators = [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
+        generators = self._generators()
         self._replaying = True
         try:
             for _, param in self._params:

@@ -63,7 +63,7 @@ class LossPart:
             they got, beside the loss.
         outputs: Each model output, by a key of the caller's: its `Edge` and whether it was finite.
         named: The parameters, by name (to name a leaf the loss uses itself, weight decay say).
-        module: The model, to name its parameters.
+        module: The model, to name its parameters and box its nodes (when its forward ran under `gradexport.capture_modules`).
         values_up_to: Gradients with at most this many elements keep their values.
 
     Attributes:
@@ -73,7 +73,9 @@ class LossPart:
         boundary: The id of each model output's node, mapped to its `Edge`.
         origin: The first node of the loss part whose result was not finite
             (see `loss_origin`), ``None`` when the model's outputs were not
-            finite already (the re-run of the model finds that origin).
+            finite already (the re-run of the model finds that origin) or
+            when no output is given (the whole graph is the loss part: a
+            forward capture finds the origin).
     """
 
     def __init__(
@@ -85,7 +87,7 @@ class LossPart:
         module: torch.nn.Module | None = None,
         values_up_to: int = 16,
     ) -> None:
-        self.result: Trace = trace(loss, params=list(named), caller="watch(bad_steps=...)")
+        self.result: Trace = trace(loss, params=list(named), module=module, caller="watch(bad_steps=...)")
         ids = self.result.ids
         self.outputs = dict(outputs)
         self.boundary: dict[str, Edge] = {ids[node]: (node, slot) for (node, slot), _ in outputs.values() if node in ids}
@@ -99,7 +101,7 @@ class LossPart:
         if isinstance(loss, torch.Tensor):
             self.starts = start_gradients(self.result.roots, None, caller="watch(bad_steps=...)")
             finite = dict(outputs.values())
-            self.origin = None if not all(finite.values()) else loss_origin(self.result, self.nodes, finite, loss)
+            self.origin = loss_origin(self.result, self.nodes, finite, loss) if finite and all(finite.values()) else None
             self._recording = FlowRecording(
                 self.result,
                 self.starts,

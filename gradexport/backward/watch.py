@@ -223,7 +223,9 @@ class Watch(AbstractContextManager["Watch"]):
         self._statistics = GradientStatistics()
         self._started = False
         #: The flight recorder of ``bad_steps``, else ``None``.
-        self.recorder = None if bad_steps is None else FlightRecorder(model, bad_steps if isinstance(bad_steps, BadSteps) else BadSteps(bad_steps))
+        self.recorder = (
+            None if bad_steps is None else FlightRecorder(model, bad_steps if isinstance(bad_steps, BadSteps) else BadSteps(bad_steps), optimizer=optimizer)
+        )
 
     # --- life cycle -----------------------------------------------------------------
 

@@ -922,6 +922,69 @@ class _StepWrap:
         vars(self.optimizer).pop("step", None)
 
 
+class _ClosureWrap:
+    """Stands in for an optimizer's ``step`` on the instance: a closure it is given is replaced as ``around`` says; ``remove()`` puts it back."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, around: Callable[[Callable[[], Any]], contextlib.AbstractContextManager[Callable[[], Any]]]) -> None:
+        self.optimizer = optimizer
+        self.had = "step" in vars(optimizer)
+        step = self.step = optimizer.step
+
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            closure = kwargs.get("closure", args[0] if args else None)
+            if closure is None:
+                return step(*args, **kwargs)
+            with around(closure) as replaced:
+                if "closure" in kwargs:
+                    return step(*args, **{**kwargs, "closure": replaced})
+                return step(replaced, *args[1:], **kwargs)
+
+        self.wrapped = wrapped
+        optimizer.step = wrapped  # type: ignore[method-assign]
+
+    def remove(self) -> None:
+        if vars(self.optimizer).get("step") is self.wrapped:
+            if self.had:
+                self.optimizer.step = self.step  # type: ignore[method-assign]
+            else:
+                del self.optimizer.step
+
+
+def wrap_step_closure(
+    optimizer: torch.optim.Optimizer, around: Callable[[Callable[[], Any]], contextlib.AbstractContextManager[Callable[[], Any]]]
+) -> _ClosureWrap:
+    """At ``optimizer.step(closure)``, run the step inside ``around(closure)`` with the closure it yields in place of the given one.
+
+    For an optimizer that calls its closure (``torch.optim.LBFGS`` calls it
+    once per evaluation, several times per step): the yielded closure sees
+    every evaluation. A step without a closure runs as it is. The instance's
+    ``step`` is wrapped (the class's, and its step hooks, run inside);
+    ``remove()`` the handle to stop.
+
+    Examples:
+        >>> from contextlib import contextmanager
+        >>> model = torch.nn.Linear(2, 1)
+        >>> optimizer = torch.optim.LBFGS(model.parameters(), max_iter=2)
+        >>> seen = []
+        >>> @contextmanager
+        ... def counting(closure):
+        ...     yield lambda: (seen.append("evaluation"), closure())[1]
+        >>> def closure():
+        ...     optimizer.zero_grad()
+        ...     loss = model(torch.ones(1, 2)).pow(2).sum()
+        ...     loss.backward()
+        ...     return loss
+        >>> handle = wrap_step_closure(optimizer, counting)
+        >>> _ = optimizer.step(closure)
+        >>> evaluations = len(seen)
+        >>> handle.remove()
+        >>> _ = optimizer.step(closure)
+        >>> evaluations > 1, len(seen) == evaluations
+        (True, True)
+    """
+    return _ClosureWrap(optimizer, around)
+
+
 def register_step_hooks(optimizer: torch.optim.Optimizer, before: Callable[..., None], after: Callable[..., None]) -> list[Any]:
     """``optimizer.register_step_pre_hook(before)`` and ``register_step_post_hook(after)``; handles to remove them.
 
