@@ -492,16 +492,13 @@ class FlightRecorder:
                     post=lambda node_id, grads_out, _: sent.__setitem__(node_id, copies(grads_out)),
                 )
             replay = _as_replay(result, starts, order, received, sent)
-            check = check_of([*(root.node for root in result.roots), *result.ids])
+            origin = self._captured_origin(result, list(leaves.items()))
             if callable(loss_part):
                 loss_part = loss_part()
             if loss_part is not None:
                 replay = loss_part.join(result, replay, keys)
             result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)
-            origin = None
-            if check is not None and check.origin is not None:
-                origin = _origin_data(_named_origin(check.origin, result, list(leaves.items()), self.model))
-            elif loss_part is not None:
+            if origin is None and loss_part is not None:
                 origin = loss_part.origin
             if weights is None:
                 reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
@@ -511,15 +508,7 @@ class FlightRecorder:
                     tensor.grad = None
                     tensor.requires_grad_(False)
             graph = graph_data(result.graph)
-        return {
-            "step": step,
-            "reasons": list(reasons),
-            "loss": loss,
-            "grad_norm": grad_norm,
-            "reproduced": reproduced,
-            "forward_origin": origin,
-            "graph": graph,
-        }
+        return _step_record(step, reasons, loss, grad_norm, reproduced, origin, graph)
 
     def _record_closure(
         self, step: int, closure: Callable[[], Any], generators: list[torch.Tensor], reasons: tuple[str, ...], loss: float | None, grad_norm: float | None
@@ -554,21 +543,17 @@ class FlightRecorder:
             result = parts[0].result
             replay = _as_replay(result, parts[0].starts, parts[0].order, parts[0].received, parts[0].sent)
             result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)
-            check = check_of([*(root.node for root in result.roots), *result.ids])
-            origin = None
-            if check is not None and check.origin is not None:
-                origin = _origin_data(_named_origin(check.origin, result, list(self._params), self.model))
+            origin = self._captured_origin(result, list(self._params))
             reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
             graph = graph_data(result.graph)
-        return {
-            "step": step,
-            "reasons": list(reasons),
-            "loss": loss,
-            "grad_norm": grad_norm,
-            "reproduced": reproduced,
-            "forward_origin": origin,
-            "graph": graph,
-        }
+        return _step_record(step, reasons, loss, grad_norm, reproduced, origin, graph)
+
+    def _captured_origin(self, result: Trace, leaves: list[tuple[str, torch.Tensor]]) -> dict[str, Any] | None:
+        """The forward origin that the re-run's `capture_source` found in ``result``'s graph, as a bundle holds it, else ``None``."""
+        check = check_of([*(root.node for root in result.roots), *result.ids])
+        if check is None or check.origin is None:
+            return None
+        return _origin_data(_named_origin(check.origin, result, leaves, self.model))
 
     @contextmanager
     def _set_aside(self) -> Iterator[list[torch.Tensor | None]]:
@@ -628,6 +613,13 @@ def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
     if replayed.shape != trained.shape or replayed.dtype != trained.dtype:
         return False
     return bool(torch.equal(replayed, trained) or ((replayed == trained) | (replayed.isnan() & trained.isnan())).all())
+
+
+def _step_record(
+    step: int, reasons: tuple[str, ...], loss: float | None, grad_norm: float | None, reproduced: bool, origin: dict[str, Any] | None, graph: dict[str, Any]
+) -> dict[str, Any]:
+    """One step of a bundle, as `write_bundle` takes it."""
+    return {"step": step, "reasons": list(reasons), "loss": loss, "grad_norm": grad_norm, "reproduced": reproduced, "forward_origin": origin, "graph": graph}
 
 
 def _origin_data(origin: ForwardOrigin) -> dict[str, Any]:
