@@ -23,7 +23,8 @@
   bad_steps=FOLDER)``, which re-runs a bad step and the last healthy step kept
   into a bundle, the file of `gradexport.backward.bundle_file`
   (`gradexport.load_bundle`; torch-free, like `watch_file`, so that the
-  recorder can write it from this wing).
+  recorder can write it from this wing); the part of a bad step between its
+  loss and the model's outputs is `gradexport.backward.recorder_loss`.
 
 May import: core, tracing.
 """

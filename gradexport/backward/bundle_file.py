@@ -164,7 +164,7 @@ class Bundle:
             if origin.get("cause") == "unsure":
                 lines.append(
                     "  in the loss function, made by one of " + ", ".join(origin.get("candidates", [])) + " (the graph did not keep the values"
-                    " between them; a closure in BadSteps runs the loss again and names the op and its line)"
+                    " between them; a loop that passes its step to optimizer.step(closure) has the op and its line)"
                 )
         if not self.bad.reproduced:
             lines.append("the re-run did not give the training step's gradients bit for bit (see the recorder's docs)")

@@ -5,8 +5,11 @@ inputs of each call (references, not copies), the random number generators'
 state before each call (CPU, and the CUDA devices the parameters are on), the
 gradient that reached each of the model's outputs in the real backward (a
 tensor hook clones it), and the loss that ``loss.backward()`` was called on.
-Its checks cost one device-to-host transfer per step: the 2-norm over every
-``.grad``, whether the loss and the model's outputs are finite.
+Its checks cost two device-to-host transfers per step: at ``loss.backward()``
+whether the loss and the model's outputs are finite (so that a step whose
+forward went bad is known before its backward, and its loss part is
+recorded: `gradexport.backward.recorder_loss`), and at the step's end the
+2-norm over every ``.grad``.
 
 A step goes bad when the loss or the model's output holds a NaN or Inf, when
 a gradient does (the norm over all is not finite), or when the gradient norm
@@ -34,6 +37,11 @@ step. By default the first healthy step is kept and then one every 10
 (``healthy_every=10``, so that the copy is paid once in 10 steps), so the
 bundle's healthy step is at most 10 steps before the bad one;
 ``healthy_every=1`` keeps the step just before it.
+
+With ``optimizer.step(closure)`` (``torch.optim.LBFGS``), each evaluation
+of the closure is judged as it returns, and a bad one is run again through
+the closure itself, forward, loss and backward, under the same captures: the
+loss function's ops get their lines and the forward origin is exact there too.
 
 Memory held: one copy of the model's parameters and buffers; the current
 step's and the kept step's references (their inputs, one copy of their

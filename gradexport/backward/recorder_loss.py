@@ -207,8 +207,8 @@ def loss_origin(result: Trace, nodes: set[str], outputs: Mapping[Edge, bool], lo
     not hold an input's value (no node saved it): the value was made by
     this node or one before it whose inputs were finite, listed in
     ``candidates`` (ops in forward order, the node among them), and only
-    a run of the loss under a capture names the one (see
-    `gradexport.tools.BadSteps`' ``closure``). The source line is not known:
+    a run of the loss under a capture names the one (a loop that passes
+    its step to ``optimizer.step(closure)`` is run again through it). The source line is not known:
     the loss function ran outside any capture.
     """
     ids = result.ids
