@@ -68,3 +68,23 @@ def test_the_bundle_opens_on_the_divergent_node_beside_the_healthy_step(open_pag
         assert bad_pane.evaluate(f"window.gradexportViewer.leafGrad({node!r})")["values"] == repr(kept[name]), name
     assert kept["fc1.weight"].isnan().any()
     page.screenshot(path=str(path.with_suffix(".png")))
+
+
+def test_a_nan_made_in_the_loss_function_opens_on_its_loss_node(open_page: Any, tmp_path: Path) -> None:  # noqa: F811
+    """``torch.log(-out).sum()``: the bad pane opens on the loss's own node, the header names the ops that may have made the NaN."""
+    from test_recorder_loss import BAD
+    from test_recorder_loss import train as train_loss
+
+    bundle, seen = train_loss(tmp_path, lambda out, step: torch.log(-out.abs() + (-1.0 if step == BAD else 10.0)).sum())
+    page_path = tmp_path / "page.html"
+    assert main(["view", bundle.path, "--no-open", "-o", str(page_path)]) == 0
+    opened = open_page(page_path, in_frame=True)
+    page = opened.page
+    page.wait_for_function("window.gradexportBundle !== undefined")
+    page.evaluate("window.gradexportBundle.ready")
+    head = page.inner_text(".gx-bundle-head")
+    assert "made in the loss function by one of LogBackward0, SumBackward0" in head and seen["first"] == "LogBackward0"
+    panes = {frame.evaluate("document.title"): frame for frame in page.frames[1:]}
+    step = panes[f"bad step {BAD}"].evaluate("window.gradexportViewer.step()")
+    # torch's own loss node (the sum whose result is the NaN loss) is the first node run, and the pane opens on it.
+    assert step["node"] == bundle.divergence and step["op"] == "SumBackward0" and step["index"] == 0

@@ -57,3 +57,12 @@ test("a step's viewer page holds its data and the script intact, whatever the na
   assert.equal(scripts.length, 2);
   assert.equal(scripts[1].textContent.trim(), script);
 });
+
+test("an origin the loss function's graph left unsure names the ops that may have made it", () => {
+  const origin = { op: "SumBackward0", cause: "unsure", candidates: ["LogBackward0", "SumBackward0"], source: null, source_code: null, module: null, output: "float32 []  1 NaN" };
+  const lines = headerLines({ ...SUMMARY, forward_origin: origin });
+  assert.equal(
+    lines[2][1],
+    "forward origin: SumBackward0 (made in the loss function by one of LogBackward0, SumBackward0: the graph kept no value between them; it returned float32 []  1 NaN)",
+  );
+});

@@ -15,7 +15,8 @@
  * @property {string | null} divergence_source "PATH:LINE: code" of the forward line that made it
  * @property {number | null} divergence_step its position in the bad step's backward (0 for the first node run)
  * @property {number | null} healthy_divergence_step its position in the healthy step's backward
- * @property {{op: string, cause: string, source: string | null, source_code: string | null, module: string | null, output: string} | null} forward_origin
+ * @property {{op: string, cause: string, candidates?: string[], source: string | null, source_code: string | null, module: string | null, output: string} | null} forward_origin
+ *   cause "made", "input", or "unsure" (found in the loss function from what its graph held: one of `candidates` made it)
  * @property {boolean} reproduced
  */
 
@@ -37,12 +38,24 @@ export function headerLines(summary) {
   if (origin) {
     const module = origin.module ? ` in ${origin.module}` : "";
     const where = origin.source ? ` at ${origin.source}: ${origin.source_code || ""}` : "";
-    lines.push(["gx-bundle-origin", `forward origin: ${origin.op}${module}${where} (${origin.cause === "made" ? "its inputs were finite" : "an input already held NaN or Inf"}; it returned ${origin.output})`]);
+    lines.push(["gx-bundle-origin", `forward origin: ${origin.op}${module}${where} (${originCause(origin)}; it returned ${origin.output})`]);
   }
   const healthy = summary.healthy_step === null ? "no healthy step was kept before it" : `healthy step ${summary.healthy_step}, the last the recorder kept (it keeps one every ${summary.healthy_every})`;
   lines.push(["gx-bundle-healthy", `beside it: ${healthy}`]);
   if (!summary.reproduced) lines.push(["gx-bundle-warning", "the re-run of the step did not give the training step's gradients bit for bit"]);
   return lines;
+}
+
+/**
+ * What the header says of how the forward origin came by its NaN or Inf.
+ * @param {NonNullable<BundleSummary["forward_origin"]>} origin
+ */
+function originCause(origin) {
+  if (origin.cause === "made") return "its inputs were finite";
+  if (origin.cause === "unsure") {
+    return `made in the loss function by one of ${(origin.candidates || []).join(", ")}: the graph kept no value between them`;
+  }
+  return "an input already held NaN or Inf";
 }
 
 /**
