@@ -77,6 +77,10 @@ def _worker(rank: int, port: int, folder: str) -> None:
         fully_shard(model.a)
         fully_shard(model)
         result["sharded"] = all(isinstance(parameter, DTensor) for parameter in model.parameters())
+        try:
+            gradexport.watch(model, bad_steps=Path(folder) / "bad")
+        except gradexport.errors.ArgumentValueError as refused:
+            result["bad_steps"] = str(refused)
         x = torch.full((2, 4), 0.5) * (rank + 1)
         with gradexport.capture_modules(), gradexport.tools.capture_source():
             loss = model(x).sum()
@@ -137,6 +141,7 @@ def test_fsdp2_and_dtensor_graph_unreached_nonfinite_watch_and_divergent_ranks(t
     divergent_line = next(number for number, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith("# @divergent"))
     for result in ranks:
         assert result["sharded"], "fully_shard made every parameter a DTensor"
+        assert "not a sharded one (FSDP" in result["bad_steps"]  # its re-run would gather weights from every rank
         assert result["ops"] == ["AddmmBackward0", "ReluBackward0", "SumBackward0", "TBackward0"]
         assert result["a_module"] == ["a", "b"]
         # The graph's leaves (FSDP's unsharded parameters, named as the sharded ones) are those torch gave a gradient.

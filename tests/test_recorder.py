@@ -316,26 +316,6 @@ def test_view_writes_the_bundle_page_and_refuses_a_damaged_bundle(written: Path,
     assert "load_bundle:" in error and "bad-step-000000.json" in error and "not JSON" in error
 
 
-def _refused_on_rank(rank: int, port: int, folder: str) -> None:
-    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    try:
-        gradexport.watch(nn.Linear(2, 1), bad_steps=Path(folder) / "bad")
-    except gradexport.errors.ArgumentValueError as error:
-        (Path(folder) / f"rank{rank}.txt").write_text(str(error), encoding="utf-8")
-    finally:
-        torch.distributed.destroy_process_group()
-
-
-@pytest.mark.slow
-def test_bad_steps_are_refused_under_two_ranks(tmp_path: Path) -> None:
-    from gloo import run_two_ranks
-
-    run_two_ranks(_refused_on_rank, tmp_path)
-    for rank in (0, 1):
-        assert "does not run under torch.distributed with more than one rank" in (tmp_path / f"rank{rank}.txt").read_text(encoding="utf-8")
-    assert not (tmp_path / "bad").exists()
-
-
 class LogLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.log(x)

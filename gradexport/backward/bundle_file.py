@@ -72,14 +72,14 @@ VERSION = 1
 _STEP_FIELDS = {"step", "reasons", "loss", "grad_norm", "reproduced", "forward_origin", "graph"}
 
 
-def bundle_name(step: int) -> str:
-    """The file name of the bundle of ``step``: ``bad-step-000017.json``.
+def bundle_name(step: int, rank: int | None = None) -> str:
+    """The file name of the bundle of ``step``: ``bad-step-000017.json``; under more than one rank, ``bad-step-000017.rank1.json``.
 
     Examples:
-        >>> bundle_name(17)
-        'bad-step-000017.json'
+        >>> bundle_name(17), bundle_name(17, rank=1)
+        ('bad-step-000017.json', 'bad-step-000017.rank1.json')
     """
-    return f"bad-step-{step:06d}.json"
+    return f"bad-step-{step:06d}.json" if rank is None else f"bad-step-{step:06d}.rank{rank}.json"
 
 
 def graph_data(graph: nx.MultiDiGraph) -> dict[str, Any]:

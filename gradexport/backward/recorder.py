@@ -188,12 +188,17 @@ class FlightRecorder:
 
     def __init__(self, model: nn.Module, settings: BadSteps, optimizer: torch.optim.Optimizer | None = None) -> None:
         distributed = torch.distributed
-        if distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1:
-            # The re-run's backward on the real parameters would fire DDP's and FSDP's gradient hooks, a collective on one rank only.
+        world = distributed.get_world_size() if distributed.is_available() and distributed.is_initialized() else 1
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module  # its own forward's collectives (the buffers' broadcast, the reducer's preparation) stay out of the re-runs
+        if world > 1 and not all(type(param) in (torch.Tensor, nn.Parameter) for param in model.parameters()):
+            # FSDP's forward gathers each layer's weights from every rank: a re-run on one rank would wait for the others.
             raise ArgumentValueError(
-                "watch(bad_steps=...) does not run under torch.distributed with more than one rank: the re-run of a bad step"
-                " would start collectives on one rank; record on a single process"
+                "watch(bad_steps=...) under torch.distributed records a DistributedDataParallel model or a plain one, not a sharded"
+                " one (FSDP: its parameters are not plain tensors): its re-run would gather weights from every rank; record it on a single process"
             )
+        #: This process's rank and how many ranks there are (0 and 1 without torch.distributed).
+        self.rank, self.world_size = (distributed.get_rank(), world) if world > 1 else (0, 1)
         self.model = model
         self.settings = settings
         self.folder = Path(settings.folder)
@@ -231,7 +236,7 @@ class FlightRecorder:
             self.model.register_forward_hook(self._after_model),
             observe_backward_calls(self._on_backward),
         ]
-        if self._optimizer is not None:
+        if self._optimizer is not None and self.world_size == 1:  # a closure re-run would run DDP's own forward and backward
             self._handles.append(wrap_step_closure(self._optimizer, self._closure_evaluations))
 
     def close(self) -> None:
@@ -388,7 +393,7 @@ class FlightRecorder:
                 stacklevel=3,
             )
             return None
-        path = self.folder / bundle_name(step)
+        path = self.folder / bundle_name(step, self.rank if self.world_size > 1 else None)
         write_bundle(path, bad=record, healthy=healthy, jump=float(self.settings.jump), healthy_every=self.settings.healthy_every)
         self.bundles.append(path)
         return path
@@ -465,7 +470,11 @@ class FlightRecorder:
         calls = [call for call in calls if call.output_grads]
         if not calls:
             return None
+        if weights is None and self.world_size > 1:
+            # Under DDP the re-run runs on a copy of the weights: their own gradient accumulators, without DDP's all-reduce hooks.
+            weights = {name: value.detach().clone() for name, value in self._state}
         leaves = dict(self._params) if weights is None else {name: weights[name].requires_grad_(True) for name, _ in self._params}
+        outputs: list[tuple[torch.Tensor, torch.Tensor]] = []  # the re-run's output and the training step's, for a check under DDP
         with self._set_aside() as trained:
             roots: list[torch.Tensor] = []
             grads: list[torch.Tensor] = []
@@ -478,6 +487,7 @@ class FlightRecorder:
                     else:
                         output = call_from(call.site, torch.func.functional_call, self.model, weights, call.args, call.kwargs)
                     tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
+                    outputs += zip((tensor.detach() for tensor in tensors if tensor.is_floating_point()), call.outputs or ())
                     for position, tensor in enumerate(tensors):
                         if position in call.output_grads:
                             roots.append(tensor)
@@ -508,10 +518,13 @@ class FlightRecorder:
             result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)
             if origin is None and loss_part is not None:
                 origin = loss_part.origin
-            if weights is None:
+            if self.world_size > 1:  # .grad is every rank's average: this rank's outputs are what the re-run can match
+                reproduced = all(_same(again, trained_output) for again, trained_output in outputs)
+            elif weights is None:
                 reproduced = all(_same(param.grad, trained[index]) for index, (_, param) in enumerate(self._params))
-            else:  # the step's own gradients were not kept (a copy per step): their norm was, computed the same way
-                reproduced = self._measure([], [], list(leaves.values()))[0] == grad_norm
+            if weights is not None:
+                if self.world_size == 1:  # the step's own gradients were not kept (a copy per step): their norm was, computed the same way
+                    reproduced = self._measure([], [], list(leaves.values()))[0] == grad_norm
                 for tensor in leaves.values():
                     tensor.grad = None
                     tensor.requires_grad_(False)
