@@ -43,6 +43,12 @@ of the closure is judged as it returns, and a bad one is run again through
 the closure itself, forward, loss and backward, under the same captures: the
 loss function's ops get their lines and the forward origin is exact there too.
 
+Under torch.distributed with more than one rank, a DistributedDataParallel
+model (or a plain one) is recorded on every rank: the recorder hooks the
+module DDP wraps, re-runs a bad step on a copy of the weights (no all-reduce
+hook fires, no collective starts on one rank) and writes
+``bad-step-000017.rank1.json``; a sharded model (FSDP) is refused.
+
 Memory held: one copy of the model's parameters and buffers; the current
 step's and the kept step's references (their inputs, one copy of their
 outputs' gradients, one generator state of 5 kB per device). A bundle adds
