@@ -207,6 +207,11 @@ def test_an_lbfgs_loop_is_recorded_through_its_closure_with_the_loss_functions_l
     assert origin is not None and origin["cause"] == "made" and graph.nodes[origin["node"]]["op"] == seen["first"] == "LogBackward0"
     assert origin["op"] == "log" and origin["source_code"] == "loss = torch.log(-out.abs() + (-1.0 if step == bad_step else 10.0)).sum()"
     assert bundle.divergence == origin["node"] and bundle.bad.reproduced
+    # The model's nodes have the ids the healthy step's re-run (from the model's outputs) gives them; the loss's come after.
+    healthy = bundle.healthy.graph if bundle.healthy is not None else None
+    assert healthy is not None and origin["node"] not in healthy
+    model_nodes = [node for node, data in graph.nodes(data=True) if data.get("source_code") == "out = model(x)"]
+    assert model_nodes and all(healthy.nodes[node]["op"] == graph.nodes[node]["op"] for node in model_nodes)
     for name, grad in seen["grads"].items():
         (node,) = [node for node, names in graph.nodes(data="names") if names and name in names]
         ((_, _, data),) = graph.in_edges(node, data=True)

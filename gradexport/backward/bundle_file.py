@@ -23,9 +23,9 @@ NaN or Inf (``op``, ``cause``, ``source``, ``source_code``, ``module``,
 ``module_class``, ``node``, ``output``, ``inputs``; an origin in the loss
 function, found from what the graph held, has ``candidates`` too: see
 `gradexport.backward.recorder_loss.loss_origin`). ``divergence`` is the node
-of the bad step's graph where the two steps first differ (`divergent_node`),
-or, when no node of the backward departs, the forward origin's node (a NaN
-that the loss function made while every gradient stayed finite).
+of the bad step's graph where the two steps first differ (`divergent_node`:
+the first node that sends NaN or Inf, else the forward origin's node, else
+the first whose gradient jumped).
 Non-finite numbers are written as ``NaN``, ``Infinity`` and ``-Infinity``, as
 Python's `json` reads them.
 
@@ -188,13 +188,16 @@ def _largest_norm(summaries: list[dict[str, Any]]) -> float:
     return max(norms, default=0.0)
 
 
-def divergent_node(bad: nx.MultiDiGraph, healthy: nx.MultiDiGraph | None, jump: float) -> str | None:
+def divergent_node(bad: nx.MultiDiGraph, healthy: nx.MultiDiGraph | None, jump: float, origin: str | None = None) -> str | None:
     """The node of ``bad`` where the bad step first departs from the healthy one, in the order the engine ran them.
 
     A node (the root's gradient first) departs when a gradient it sends holds
     NaN or Inf while the same node of ``healthy`` (same id and op) sent only
-    finite ones; failing that, when the largest norm it sends is more than
-    ``jump`` times the healthy node's. ``None`` when no node departs.
+    finite ones; failing that, ``origin`` (the node of the forward origin,
+    when it is in ``bad``: a NaN the forward made that the backward carries
+    as finite gradients, as a NaN loss does); failing that, the node whose
+    largest norm sent is more than ``jump`` times the healthy node's.
+    ``None`` when no node departs.
 
     Examples:
         >>> bad, good = nx.MultiDiGraph(), nx.MultiDiGraph()
@@ -223,6 +226,8 @@ def divergent_node(bad: nx.MultiDiGraph, healthy: nx.MultiDiGraph | None, jump: 
             other = twin(node)
             if other is None or not _nonfinite(_sent(healthy, other)):  # type: ignore[arg-type]
                 return node
+    if origin is not None and origin in bad:
+        return origin
     if healthy is None:
         return None
     for _, node in ran:
@@ -239,10 +244,7 @@ def write_bundle(path: str | os.PathLike[str], *, bad: dict[str, Any], healthy: 
     """Write a bundle of the steps ``bad`` and ``healthy`` (dicts shaped as the module's docstring says) to ``path``, atomically."""
     bad_graph = _graph(bad["graph"])
     healthy_graph = None if healthy is None else _graph(healthy["graph"])
-    divergence = divergent_node(bad_graph, healthy_graph, jump)
-    origin = bad.get("forward_origin") or {}
-    if divergence is None and origin.get("node") in bad_graph:
-        divergence = origin["node"]
+    divergence = divergent_node(bad_graph, healthy_graph, jump, (bad.get("forward_origin") or {}).get("node"))
     document = {
         "format": FORMAT,
         "version": VERSION,

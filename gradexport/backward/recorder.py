@@ -78,6 +78,7 @@ Examples:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import warnings
@@ -549,24 +550,33 @@ class FlightRecorder:
         wherever it is.
         """
         parts: list[LossPart] = []
+        outputs: list[torch.Tensor] = []
+        model_ids: dict[Node, str] = {}
 
         def hook(tensor: torch.Tensor) -> None:
             if tensor.grad_fn is not None and not parts:
                 parts.append(LossPart(tensor, {}, named=self._params, module=self.model, values_up_to=VALUES_UP_TO))
+                with contextlib.suppress(RootError):  # the model's nodes numbered as a re-run from its outputs numbers them
+                    model_ids.update(trace(outputs, caller="watch(bad_steps=...)").ids)
+
+        def keep_outputs(_: nn.Module, __: Any, output: Any) -> None:
+            outputs.extend(tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad)
 
         with self._set_aside() as trained:
-            observer = observe_backward_calls(hook)
+            handles: list[Any] = [observe_backward_calls(hook), self.model.register_forward_hook(keep_outputs)]
             try:
                 with capture_modules(), capture_source(), warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)
                     self._set_generators(generators)
                     closure()
             finally:
-                observer.remove()
+                for handle in handles:
+                    handle.remove()
                 for part in parts:
                     part.finish()
             if not parts:
                 return None
+            parts[0].renumber(model_ids)
             result = parts[0].result
             replay = _as_replay(result, parts[0].starts, parts[0].order, parts[0].received, parts[0].sent)
             result.graph.graph[STEPS_ATTRIBUTE] = step_data(replay, values_up_to=VALUES_UP_TO)

@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+import networkx as nx
 import torch
 from torch.autograd.graph import Node
 
@@ -115,6 +116,24 @@ class LossPart:
         """After the backward (or when it never came): remove the hooks, put the gradients on the edges."""
         if self._recording is not None:
             self.order = [node_id for node_id in self._recording.finish() if node_id in self.nodes]
+
+    def renumber(self, model_ids: Mapping[Node, str]) -> None:
+        """Give the nodes that ``model_ids`` names those ids, and the others ids after them (``nK``), as `join` numbers a loss part.
+
+        For a graph traced whole from the loss (a closure run again), so that
+        the model's nodes have the ids a re-run from the model's outputs gives
+        them: the healthy step's, which the divergence is matched by.
+        """
+        named = {old: model_ids[node] for node, old in self.result.ids.items() if node in model_ids}
+        fresh = iter(range(1 + max((int(node_id[1:]) for node_id in model_ids.values()), default=-1), 1 << 62))
+        renamed = {old: named[old] if old in named else f"n{next(fresh)}" for old in sorted(self.result.graph, key=lambda node_id: int(node_id[1:]))}
+        graph = nx.relabel_nodes(self.result.graph, renamed)
+        graph.graph["roots"] = [{**entry, "node": renamed[entry["node"]]} for entry in graph.graph["roots"]]
+        self.result = Trace(graph, {node: renamed[old] for node, old in self.result.ids.items()}, self.result.roots)
+        self.nodes = {renamed[old] for old in self.nodes}
+        self.order = [renamed[old] for old in self.order]
+        self.received = {renamed[old]: grads for old, grads in self.received.items()}
+        self.sent = {renamed[old]: grads for old, grads in self.sent.items()}
 
     def join(self, model: Trace, replay: Replay, keys: Sequence[OutputKey]) -> Replay:
         """The re-run of the model (``model``, its ``replay``) with the loss part in front, joined at the model's outputs.
