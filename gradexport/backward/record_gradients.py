@@ -209,6 +209,16 @@ class NodeHooks:
 
     The pre-hook records the order the engine calls the nodes in and calls
     ``pre(node_id, received)``; ``post`` is called as `run_observed` says.
+
+    Examples:
+        >>> import torch
+        >>> x = torch.ones(2, requires_grad=True)
+        >>> loss = (x * 3).sum()
+        >>> traced = trace(loss)
+        >>> hooks = NodeHooks(traced, only={"n1"})
+        >>> loss.backward()
+        >>> hooks.remove(), traced.graph.nodes["n1"]["exec_order"]
+        (['n1'], 1)
     """
 
     def __init__(self, result: Trace, *, pre: PreCallback | None = None, post: PostCallback | None = None, only: Collection[str] | None = None) -> None:

@@ -229,6 +229,16 @@ def loss_origin(result: Trace, nodes: set[str], outputs: Mapping[Edge, bool], lo
     a run of the loss under a capture names the one (a loop that passes
     its step to ``optimizer.step(closure)`` is run again through it). The source line is not known:
     the loss function ran outside any capture.
+
+    Examples:
+        >>> weight = torch.ones(2, requires_grad=True)
+        >>> out = weight * 1.0
+        >>> loss = (torch.pow(out - 5, 0.5) * out).sum()  # the product saved the power's NaN result, the power its finite input
+        >>> result = trace(loss)
+        >>> nodes = {node_id for node, node_id in result.ids.items() if node is not out.grad_fn and node.next_functions}
+        >>> origin = loss_origin(result, nodes, {(out.grad_fn, 0): True}, loss)
+        >>> origin["op"], origin["cause"]
+        ('PowBackward0', 'made')
     """
     ids = result.ids
     known: dict[Edge, bool] = dict(outputs)
@@ -309,6 +319,13 @@ def _saved_tensors(node: Node) -> list[torch.Tensor]:
 
 
 def copies(grads: tuple[torch.Tensor | None, ...]) -> tuple[torch.Tensor | None, ...]:
-    """A copy of each gradient a hook was handed (``None`` stays)."""
+    """A copy of each gradient a hook was handed (``None`` stays).
+
+    Examples:
+        >>> grad = torch.ones(2)
+        >>> copied = copies((grad, None))
+        >>> copied[0] is not grad and torch.equal(copied[0], grad), copied[1]
+        (True, None)
+    """
     # Copies: the engine may add into a tensor it handed to a hook later in the pass.
     return tuple(None if grad is None else grad.detach().clone() for grad in grads)
