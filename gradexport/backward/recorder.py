@@ -170,8 +170,8 @@ class _Call:
     output_grads: dict[int, torch.Tensor] = field(default_factory=dict)
     outputs: list[torch.Tensor] | None = None
     sums: list[torch.Tensor] = field(default_factory=list)
-    #: Per output of ``outputs``: its position among the outputs that need a gradient and its `Edge` in the graph (dropped at the step's end).
-    edges: list[tuple[int, Edge]] = field(default_factory=list)
+    #: The outputs that need a gradient, as the model returned them (their nodes bound the loss part); dropped when the call is kept.
+    results: list[torch.Tensor] = field(default_factory=list)
     #: The sums of ``outputs`` read at ``loss.backward()`` (`FlightRecorder._check_forward`), which then empties ``sums``.
     read: list[float] = field(default_factory=list)
 
@@ -270,10 +270,9 @@ class FlightRecorder:
         for position, tensor in enumerate(tensors):
             tensor.register_hook(partial(self._keep_grad, call, position))
         # One sum per output: a finite sum has no NaN or Inf in it (a non-finite one is looked at element by element).
-        floating = [(position, tensor) for position, tensor in enumerate(tensors) if tensor.is_floating_point()]
-        call.outputs = [tensor.detach() for _, tensor in floating]
+        call.outputs = [tensor.detach() for tensor in tensors if tensor.is_floating_point()]
         call.sums = [tensor.sum() for tensor in call.outputs]
-        call.edges = [(position, (tensor.grad_fn, tensor.output_nr)) for position, tensor in floating if tensor.grad_fn is not None]
+        call.results = tensors
 
     @staticmethod
     def _keep_grad(call: _Call, position: int, grad: torch.Tensor) -> None:
@@ -292,10 +291,13 @@ class FlightRecorder:
         forward went bad is known before its backward runs.
         """
         calls = [call for call in self._calls if call.sums]
-        with torch.no_grad():
-            values = [loss.detach().float().sum(), *(total.float() for call in calls for total in call.sums)]
-            device = values[0].device
-            numbers = torch.stack([value.to(device) for value in values]).tolist()
+        value = loss.detach()  # detached, as the outputs' sums are: nothing here makes a node
+        values = [value if value.dim() == 0 else value.sum()]
+        for call in calls:
+            values += call.sums
+        if any(value.dtype != torch.float32 or value.device != loss.device for value in values):
+            values = [value.float().to(loss.device) for value in values]
+        numbers = torch.stack(values).tolist()
         self._losses.append(numbers[0])
         self._loss_node = loss.grad_fn
         start = 1
@@ -304,11 +306,7 @@ class FlightRecorder:
             start += len(call.read)
         if all(math.isfinite(number) for number in numbers) or self._loss_part is not None:
             return
-        outputs = {
-            (id(call), position): (edge, bool(torch.isfinite(output).all()))
-            for call in self._calls
-            for output, (position, edge) in zip(call.outputs or (), call.edges)
-        }
+        outputs = {key: (edge, bool(torch.isfinite(tensor.detach()).all())) for key, (edge, tensor) in _output_edges(self._calls).items()}
         if all(finite for _, finite in outputs.values()) and bool(torch.isfinite(loss).all()):
             return  # a sum overflowed; every element is finite
         try:
@@ -317,21 +315,19 @@ class FlightRecorder:
             self._loss_part = None  # a non-scalar loss whose gradient backward() is given: no loss part
 
     def _take_loss_part(self, calls: list[_Call]) -> LossPart | Callable[[], LossPart] | None:
-        """At the step's end: the loss part hooked in this step (its hooks removed), else one that traces its structure when called.
-
-        The calls' edges are dropped (they hold the graph's nodes).
-        """
+        """At the step's end: the loss part hooked in this step (its hooks removed), else one that traces its structure when called."""
         part: LossPart | Callable[[], LossPart] | None
         part, self._loss_part = self._loss_part, None
         if part is not None:
             part.finish()
         elif self._loss_node is not None:
-            outputs = {(id(call), position): (edge, True) for call in calls for position, edge in call.edges}
-            part = partial(LossPart, self._loss_node, outputs, named=self._params)
-        for call in calls:
-            call.edges = []
+            part = partial(self._loss_structure, self._loss_node, calls)
         self._loss_node = None
         return part
+
+    def _loss_structure(self, node: Node, calls: list[_Call]) -> LossPart:
+        """The loss part's structure, traced after the backward from the loss's node down to the calls' outputs."""
+        return LossPart(node, {key: (edge, True) for key, (edge, _) in _output_edges(calls).items()}, named=self._params)
 
     # --- the end of a step -------------------------------------------------------------
 
@@ -379,6 +375,8 @@ class FlightRecorder:
                 self._baseline.append(grad_norm)
             if calls and (self._healthy is None or step - self._healthy.step >= self.settings.healthy_every):
                 self._keep_weights()
+                for call in calls:
+                    call.results = []  # a kept call holds no graph
                 self._healthy = _Kept(step, calls, loss, grad_norm)
             return None
         if rerun is not None and self.bad_steps and self.bad_steps[-1] == step:
@@ -650,6 +648,16 @@ def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
     if replayed.shape != trained.shape or replayed.dtype != trained.dtype:
         return False
     return bool(torch.equal(replayed, trained) or ((replayed == trained) | (replayed.isnan() & trained.isnan())).all())
+
+
+def _output_edges(calls: list[_Call]) -> dict[tuple[int, int], tuple[Edge, torch.Tensor]]:
+    """Each floating-point output of ``calls`` that a node made, by (call, position): its `Edge` in the graph, and the output."""
+    return {
+        (id(call), position): ((tensor.grad_fn, tensor.output_nr), tensor)
+        for call in calls
+        for position, tensor in enumerate(call.results)
+        if tensor.grad_fn is not None and tensor.is_floating_point()
+    }
 
 
 def _step_record(
