@@ -2,9 +2,10 @@
 
 Three models: an MLP, a 12-layer ``nn.TransformerEncoder`` and a ResNet-style
 CNN. Each round times ``--steps`` plain steps, then ``--steps`` steps under
-``watch(every=1)`` and under ``watch(every=10)`` (with the optimizer, so the
-update-to-weight ratio is computed too), alternating so that the machine's load
-falls on all alike. A ratio is watched over plain within one round, and the
+``watch(every=1)``, under ``watch(every=10)`` (with the optimizer, so the
+update-to-weight ratio is computed too, at the default ``details_every``) and
+under ``watch(every=1, bad_steps=FOLDER)`` (the flight recorder on too),
+alternating so that the machine's load falls on all alike. A ratio is watched over plain within one round, and the
 figure is the median of the rounds' ratios (a round that other work on shared
 cores slowed down slows both sides of its ratio); the step times shown are
 medians too. ``--clock process`` counts the process's CPU time instead of the
@@ -103,7 +104,7 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
         inputs = [batch() for _ in range(steps)]
         train = trainer(optimizer, model, inputs, loss_of, clock)
 
-        times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": []}
+        times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": [], "every=1, recorder": []}
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "watch.jsonl"
             first_start = time.perf_counter()
@@ -117,7 +118,10 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
                 for every in (1, 10):
                     with gradexport.watch(model, optimizer=optimizer, path=path, every=every, trace=False) as watched:
                         times[f"every={every}"].append(train(steps))
-                line_bytes = statistics.mean(len(line) + 1 for line in path.read_bytes().splitlines()[1:])
+                    if every == 1:  # the mean line, steps with details and without as they come
+                        line_bytes = statistics.mean(len(line) + 1 for line in path.read_bytes().splitlines()[1:])
+                with gradexport.watch(model, optimizer=optimizer, path=path, trace=False, bad_steps=Path(folder) / "bad"):
+                    times["every=1, recorder"].append(train(steps))
             del watched
         median = {name: statistics.median(values) for name, values in times.items()}
         ratio = {name: statistics.median(watched / plain for watched, plain in zip(values, times["plain"])) for name, values in times.items()}
@@ -132,6 +136,7 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
                 "every10_ms": median["every=10"] * 1e3,
                 "ratio_every1": ratio["every=1"],
                 "ratio_every10": ratio["every=10"],
+                "ratio_every1_recorder": ratio["every=1, recorder"],
                 "first_step_ms": first * 1e3,
                 "bytes_per_step": line_bytes,
                 "graph_bytes": graph_bytes,
@@ -150,13 +155,14 @@ def main() -> None:
     args = parser.parse_args()
     rows = measure(args.rounds, args.steps, clock=time.process_time if args.clock == "process" else time.perf_counter)
     print(
-        "| model | parameters | modules | plain step | every=1 | every=10 | first (traced) step | file bytes / recorded step | graph line | parameter copy kept |"
+        "| model | parameters | modules | plain step | every=1 | every=10 | every=1, recorder on | first (traced) step | file bytes / recorded step"
+        " | graph line | parameter copy kept |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(
             f"| {row['model']} | {row['parameters']:,} | {row['modules']} | {row['plain_ms']:.2f} ms | {row['ratio_every1']:.3f}x | "
-            f"{row['ratio_every10']:.3f}x | {row['first_step_ms']:.0f} ms | {row['bytes_per_step']:,.0f} | {row['graph_bytes']:,} | {row['param_copy_bytes']:,} |"
+            f"{row['ratio_every10']:.3f}x | {row['ratio_every1_recorder']:.3f}x | {row['first_step_ms']:.0f} ms | {row['bytes_per_step']:,.0f} | {row['graph_bytes']:,} | {row['param_copy_bytes']:,} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

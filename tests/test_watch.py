@@ -70,7 +70,7 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
     seen, handles = output_grad_norms(model)
     expected: list[dict[str, Any]] = []
     path = tmp_path / "run.jsonl"
-    with gradexport.watch(model, optimizer=optimizer, path=path):
+    with gradexport.watch(model, optimizer=optimizer, path=path, details_every=1):
         for x, y in batches(20):
             seen.clear()
             optimizer.zero_grad()
@@ -112,6 +112,100 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
         assert {name for name, value in norms.items() if value is not None} == set(want["module"])
         for name, value in want["module"].items():
             assert norms[name] == pytest.approx(value, rel=1e-6), (step, name)
+
+
+def test_details_come_every_details_every_recorded_steps_and_at_a_nonfinite_gradient() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    poisoned = 7  # not a step with details by the count: the NaN alone brings them
+    steps = []
+    with gradexport.watch(model, optimizer=optimizer, every=2, details_every=3) as watched:
+        for step, (x, y) in enumerate(batches(16)):
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            (loss * float("nan") if step == poisoned else loss).backward()
+            grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+            steps.append(grads)
+            optimizer.step()
+            if step == poisoned:
+                with torch.no_grad():
+                    for param in model.parameters():
+                        param.copy_(torch.nan_to_num(param))
+    history = watched.history
+    assert history.steps == list(range(0, 16, 2)) and history.header["details_every"] == 3
+    detailed = [step for step in history.steps if history.param_stats(step)["0.weight"]["max_abs"] is not None]
+    assert detailed == [0, 6, 12]  # recorded steps 0, 3 and 6 of the eight: every third
+    with gradexport.watch(model, optimizer=optimizer, every=1, details_every=100) as watched:
+        for step, (x, y) in enumerate(batches(9)):
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            (loss * float("nan") if step == poisoned else loss).backward()
+            grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+            optimizer.step()
+            for stat in ("norm", "nonfinite"):  # every recorded step has these, equal to torch's
+                got = {name: values[stat] for name, values in watched.history.param_stats(step).items()}
+                if stat == "norm":
+                    want = {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()}
+                    assert all(got[n] == value or math.isnan(got[n]) and math.isnan(value) for n, value in want.items()), (step, got, want)
+                else:
+                    assert got == {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()}
+            if step == poisoned:
+                with torch.no_grad():
+                    for param in model.parameters():
+                        param.copy_(torch.nan_to_num(param))
+    history = watched.history
+    detailed = [step for step in history.steps if history.param_stats(step)["0.weight"]["max_abs"] is not None]
+    assert detailed == [0, poisoned]
+    stats = history.param_stats(poisoned)
+    assert all(values["max_abs"] is not None and values["update_ratio"] is not None for values in stats.values())
+    assert all(math.isnan(values["max_abs"]) for values in stats.values() if values["nonfinite"])
+    assert any(values["nonfinite"] for values in stats.values())
+    assert all(values["mean"] is None and values["update_ratio"] is None for values in history.param_stats(1).values())
+
+
+class Gain(nn.Module):
+    """A module whose output is its own parameter: a leaf, with no autograd node to hook."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.linspace(0.5, 2.0, 4))
+
+    def forward(self) -> torch.Tensor:
+        return self.weight
+
+
+class Scaled(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = Gain()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.gain()
+
+
+@pytest.mark.filterwarnings(r"ignore:Using backward\(\) with create_graph=True:UserWarning")
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_leaf_output_and_a_double_backward_get_torchs_norms(create_graph: bool) -> None:
+    torch.manual_seed(0)
+    model = Scaled()
+    seen, handles = output_grad_norms(model)
+    with gradexport.watch(model) as watched:
+        model(torch.randn(3, 4)).pow(2).sum().backward(create_graph=create_graph)
+        watched.step()
+    for handle in handles:
+        handle.remove()
+    norms = watched.history.module_norms(0)
+    # The gain's output is its weight: the gradient there is the weight's .grad, as torch's own tensor hook saw it.
+    assert norms["gain"] == float(torch.linalg.vector_norm(seen["gain"][0].detach())) == float(torch.linalg.vector_norm(model.gain.weight.grad.detach()))
+    assert norms["linear"] == float(torch.linalg.vector_norm(seen["linear"][0].detach()))
+    assert all(type(value) is float for value in norms.values())
+
+
+def test_details_every_must_be_a_positive_integer() -> None:
+    for wrong in (0, -1, 2.0, True):
+        with pytest.raises(gradexport.errors.ArgumentValueError, match="details_every must be a positive integer"):
+            gradexport.watch(nn.Linear(1, 1), details_every=wrong)  # type: ignore[arg-type]
 
 
 def test_norms_of_single_gradients_are_torchs_bit_for_bit() -> None:

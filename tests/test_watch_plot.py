@@ -27,14 +27,16 @@ def test_the_flow_plot_and_heat_map_show_torchs_gradients(tmp_path: Path) -> Non
 
         module.register_forward_hook(hook)
     norms_by_step = []
-    with gradexport.watch(model, optimizer=optimizer) as watched:
+    with gradexport.watch(model, optimizer=optimizer, details_every=5) as watched:  # details at steps 0 and 5
         for _ in range(6):
             optimizer.zero_grad()
             model(torch.randn(16, 5)).pow(2).mean().backward()
             last = {name: (float(p.grad.abs().max()), float(p.grad.abs().mean())) for name, p in model.named_parameters()}
             optimizer.step()
             norms_by_step.append(dict(outputs))
-    figure = gradexport.records.plot_flow(watched.history)
+    with pytest.raises(gradexport.errors.ArgumentKeyError, match=r"details_every.*\[0, 5\]"):
+        gradexport.records.plot_flow(watched.history, step=3)
+    figure = gradexport.records.plot_flow(watched.history)  # the last step with details: the last one, 5
     flow, heat = figure.axes[:2]
     labels = [tick.get_text() for tick in flow.get_xticklabels()]
     assert labels == [name for name, _ in model.named_parameters()]  # a Sequential's forward order

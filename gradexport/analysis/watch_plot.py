@@ -9,7 +9,7 @@ colour scale. matplotlib is the ``plot`` extra; no pyplot state is touched.
 Examples:
     >>> import torch, gradexport
     >>> model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh(), torch.nn.Linear(3, 1))
-    >>> with gradexport.watch(model) as w:
+    >>> with gradexport.watch(model, details_every=1) as w:
     ...     for _ in range(2):
     ...         model.zero_grad()
     ...         model(torch.randn(4, 3)).sum().backward()
@@ -49,10 +49,12 @@ def flow_order(history: WatchHistory) -> list[str]:
 
 
 def plot_flow(history: WatchHistory, step: int | None = None, *, layers_only: bool = False) -> Figure:
-    """The gradient-flow plot at ``step`` (default: the last recorded) and the module × step heat map, as one Figure.
+    """The gradient-flow plot at ``step`` (default: the last recorded with details) and the module × step heat map, as one Figure.
 
     The first axes hold two bars per parameter: the largest ``|g|`` and the
-    mean ``|g|`` (log scale; a parameter without gradient has none). The
+    mean ``|g|`` (log scale; a parameter without gradient has none). These
+    are in the steps recorded with details (``watch(details_every=...)``);
+    a ``step`` without them raises `ArgumentKeyError` naming those that have. The
     second is the heat map of `WatchHistory.module_table`, one row per module
     in forward order (only the layers with ``layers_only``), one column per
     recorded step; white where a module received no gradient. A flagged
@@ -73,9 +75,14 @@ def plot_flow(history: WatchHistory, step: int | None = None, *, layers_only: bo
 
     if not history.steps:
         raise ArgumentValueError("the history has no recorded step to plot")
-    step = history.steps[-1] if step is None else step
-    if step not in history.steps:
+    if step is not None and step not in history.steps:
         raise ArgumentKeyError(f"step {step} was not recorded; recorded: {history.steps[0]} to {history.steps[-1]}")
+    largest_table = history.param_table("max_abs")
+    detailed = [recorded for recorded, row in zip(largest_table.steps, largest_table.rows) if any(value is not None for value in row)]
+    if step is None:
+        step = detailed[-1] if detailed else history.steps[-1]
+    elif step not in detailed and detailed:
+        raise ArgumentKeyError(f"step {step} was recorded without the largest and mean |g| (watch's details_every); steps with them: {detailed[-8:]}")
     stats = history.param_stats(step)
     names = flow_order(history)
     figure = Figure(figsize=(max(8.0, 0.35 * len(names) + 6), 5.0), layout="constrained")

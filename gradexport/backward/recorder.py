@@ -331,9 +331,12 @@ class FlightRecorder:
 
     # --- the end of a step -------------------------------------------------------------
 
-    def end_step(self, step: int) -> Path | None:
+    def end_step(self, step: int, grad_norms: list[torch.Tensor] | None = None) -> Path | None:
         """Judge the step that ends; keep it if it is a healthy step to keep; write its bundle if it is bad.
 
+        ``grad_norms``: the 2-norm of every parameter's ``.grad`` (those
+        present, in ``named_parameters()`` order), as `foreach_norm` gave them
+        to a watch that recorded this step, so that they are not computed twice.
         Inside ``optimizer.step(closure)`` the step's forward and backward
         have not run yet: each evaluation of the closure is judged as it
         returns (`_closure_evaluations`). Returns the bundle written, else ``None``.
@@ -341,7 +344,7 @@ class FlightRecorder:
         if self._closure is not None:
             self._closure_step = step
             return None
-        return self._judge(step)
+        return self._judge(step, grad_norms=grad_norms)
 
     @contextmanager
     def _closure_evaluations(self, closure: Callable[[], Any]) -> Iterator[Callable[[], Any]]:
@@ -363,12 +366,12 @@ class FlightRecorder:
     def _generators(self) -> list[torch.Tensor]:
         return [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
 
-    def _judge(self, step: int, rerun: tuple[Callable[[], Any], list[torch.Tensor]] | None = None) -> Path | None:
+    def _judge(self, step: int, rerun: tuple[Callable[[], Any], list[torch.Tensor]] | None = None, grad_norms: list[torch.Tensor] | None = None) -> Path | None:
         """`end_step`'s work; ``rerun``, a closure and the generators' state before it ran, runs a bad step again whole."""
         calls, losses = self._calls, self._losses
         self._calls, self._losses = [], []
         loss_part = self._take_loss_part(calls)
-        grad_norm, loss, output_finite = self._measure(calls, losses)
+        grad_norm, loss, output_finite = self._measure(calls, losses, grad_norms=grad_norms)
         reasons = self._reasons(grad_norm, loss, output_finite)
         if not reasons:
             if grad_norm is not None:
@@ -410,18 +413,32 @@ class FlightRecorder:
         with torch.no_grad():
             foreach_copy_(list(self._weights.values()), [value.detach() for _, value in self._state])
 
-    def _measure(self, calls: list[_Call], losses: list[float], leaves: list[torch.Tensor] | None = None) -> tuple[float | None, float | None, bool]:
+    def _measure(
+        self,
+        calls: list[_Call],
+        losses: list[float],
+        leaves: list[torch.Tensor] | None = None,
+        *,
+        grad_norms: list[torch.Tensor] | None = None,
+    ) -> tuple[float | None, float | None, bool]:
         """The gradient norm over every ``.grad`` (of the model's parameters, or of ``leaves``), the last loss, and whether the outputs were finite.
 
-        One device-to-host transfer (the loss and the outputs that a
-        ``backward()`` followed were read then, by `_check_forward`).
+        The norm over all is the norm of the per-gradient norms (``grad_norms``
+        when they were computed already, one per gradient). One device-to-host
+        transfer (the loss and the outputs that a ``backward()`` followed were
+        read then, by `_check_forward`).
         """
         tensors = [param for _, param in self._params] if leaves is None else leaves
         grads = [tensor.grad for tensor in tensors if tensor.grad is not None and tensor.grad.numel()]
         with torch.no_grad():
             values: list[torch.Tensor] = []
             if grads:
-                values.append(torch.linalg.vector_norm(torch.stack([norm.float() for norm in foreach_norm(grads)])))
+                # The watch's gradients are every parameter's, these the trainable ones', in the same order: as
+                # many means the same ones.
+                norms = foreach_norm(grads) if grad_norms is None or len(grad_norms) != len(grads) else grad_norms
+                # One dtype (the common case) stacks as it is; mixed ones (a float16 part) are made float32 first.
+                same = all(norm.dtype == norms[0].dtype for norm in norms)
+                values.append(torch.linalg.vector_norm(torch.stack(norms if same else [norm.float() for norm in norms]).float()))
             values += [total.float() for call in calls for total in call.sums]
             numbers = []
             if values:

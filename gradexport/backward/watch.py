@@ -1,21 +1,25 @@
 """Gradient flow over training: `watch` a model's gradients per parameter and per module, step after step.
 
 `watch` puts hooks on a model for the length of a training loop. At every
-``every``-th step it keeps, per parameter, the norm, mean, mean and largest ``|g|``
-and non-finite count of its ``.grad`` (and, given the optimizer, the
-update-to-weight ratio ``‖w_after - w_before‖ / ‖w_before‖`` of the step), and
-per module the norm of the gradient that arrived at the module's output (a
-tensor hook on the output, placed by a forward hook), so that a gradient
-vanishing between layers shows. The graph is traced once, at the first
-recorded step, and again only after the modules a step calls change (a
-`gradexport.errors.StructureChangedWarning` says so).
+``every``-th step it keeps, per parameter, the norm and the non-finite count
+of its ``.grad``, and per module the norm of the gradient that arrived at the
+module's output (a hook on the output's autograd node, placed by a forward
+hook), so that a gradient vanishing between layers shows. One recorded step
+in ``details_every`` (and every step with a non-finite gradient) also keeps
+each ``.grad``'s mean, mean and largest ``|g|`` and, given the optimizer, the
+update-to-weight ratio ``‖w_after - w_before‖ / ‖w_before‖`` of the step:
+these take several more passes over the gradients and a copy of the weights,
+which would cost more than the rest of the step on a small model. The graph
+is traced once, at the first recorded step, and again only after the modules a
+step calls change (a `gradexport.errors.StructureChangedWarning` says so).
 
 A step ends at ``optimizer.step()`` when the optimizer is given (a step
 pre-hook reads the gradients, a post-hook the update), otherwise at
 `Watch.step`, to be called after ``backward()``. Statistics are computed as
-tensors in as few calls as the gradients allow (`gradexport.backward.watch_stats`:
-one ``torch._foreach_norm`` over all gradients, one padded matrix for all the
-small ones) and turned into Python numbers once per step. A container that
+tensors in as few calls as the gradients allow (one ``torch._foreach_norm``
+over all gradients; the details in `gradexport.backward.watch_stats`) and
+turned into Python numbers once per step. With ``bad_steps``, the flight
+recorder judges the step from the same norms. A container that
 returns its last child's output (``nn.Sequential``) shares that output's one
 hook and norm. The hooks return ``None`` and read, never write:
 training under `watch` is bit-identical to training without it.
@@ -42,8 +46,9 @@ Examples:
     >>> history = w.history
     >>> history.steps, history.order, history.flags()
     ([0, 1, 2], ['0', '1', '2', ''], {})
-    >>> sorted(history.param_stats(2)["0.weight"])
-    ['max_abs', 'mean', 'mean_abs', 'nonfinite', 'norm', 'update_ratio']
+    >>> stats = history.param_stats(0)["0.weight"]  # step 0 has the details (details_every=10)
+    >>> sorted(stats), history.param_stats(2)["0.weight"]["max_abs"]
+    (['max_abs', 'mean', 'mean_abs', 'nonfinite', 'norm', 'update_ratio'], None)
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from typing import Any, Literal
 import networkx as nx
 import torch
 from torch import nn
+from torch.autograd.graph import Node
 from torch.utils.hooks import RemovableHandle
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
@@ -72,7 +78,10 @@ from .recorder import BadSteps, FlightRecorder
 from .watch_file import EDGES_KEYWORD, THRESHOLDS, WatchFile, WatchHistory
 from .watch_stats import GradientStatistics, floats
 
-__all__ = ["RECORDED", "Watch", "watch"]
+__all__ = ["DETAILS_EVERY", "RECORDED", "Watch", "watch"]
+
+#: Default ``details_every``: one recorded step in this many gets the largest |g|, the means and the update ratio.
+DETAILS_EVERY = 10
 
 #: What the gradients in a watch file are, as its header says.
 RECORDED = (
@@ -85,6 +94,7 @@ def watch(
     model: nn.Module,
     *,
     every: int = 1,
+    details_every: int = DETAILS_EVERY,
     optimizer: torch.optim.Optimizer | None = None,
     path: str | os.PathLike[str] | None = None,
     fsync: bool = False,
@@ -100,6 +110,12 @@ def watch(
     Args:
         model: The module to watch: all its parameters and all its modules.
         every: Record every ``every``-th step (steps 0, every, 2·every...).
+        details_every: Of the recorded steps, every ``details_every``-th
+            (the first, then one in ``details_every``) and every step with a
+            non-finite gradient also gets each gradient's largest ``|g|``,
+            mean and mean ``|g|``, and the update ratio; the others hold
+            ``null`` for these (they cost more passes over the gradients and
+            the weights than the norms). ``1``: all of them at every recorded step.
         optimizer: The optimizer whose ``step()`` ends a step; with it, the
             update-to-weight ratio is recorded (the parameters are copied
             before each recorded step for it). Without it, call `Watch.step`
@@ -138,6 +154,7 @@ def watch(
     return Watch(
         model,
         every=every,
+        details_every=details_every,
         optimizer=optimizer,
         path=path,
         fsync=fsync,
@@ -158,6 +175,7 @@ class Watch(AbstractContextManager["Watch"]):
         model: nn.Module,
         *,
         every: int = 1,
+        details_every: int = DETAILS_EVERY,
         optimizer: torch.optim.Optimizer | None = None,
         path: str | os.PathLike[str] | None = None,
         fsync: bool = False,
@@ -170,8 +188,9 @@ class Watch(AbstractContextManager["Watch"]):
     ) -> None:
         if not isinstance(model, nn.Module):
             raise ArgumentTypeError(f"watch() takes an nn.Module, not {type(model).__name__}")
-        if not isinstance(every, int) or every < 1:
-            raise ArgumentValueError(f"every must be a positive integer, not {every!r}")
+        for name, value in (("every", every), ("details_every", details_every)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ArgumentValueError(f"watch(): {name} must be a positive integer, not {value!r}")
         if ranks not in ("zero", "each"):
             raise ArgumentValueError(f"ranks must be 'zero' or 'each', not {ranks!r}")
         unknown = set(thresholds or {}) - set(THRESHOLDS)
@@ -179,6 +198,7 @@ class Watch(AbstractContextManager["Watch"]):
             raise ArgumentValueError(f"unknown thresholds {sorted(unknown)}; there are {sorted(THRESHOLDS)}")
         self.model = model
         self.every = every
+        self.details_every = details_every
         self.optimizer = optimizer
         self.fsync = fsync
         self.trace = trace
@@ -197,6 +217,7 @@ class Watch(AbstractContextManager["Watch"]):
             "modules": [name for name, _ in self._modules],
             "layers": layers,
             "every": every,
+            "details_every": details_every,
             "rank": self.rank,
             "world_size": self.world_size,
             "recorded": RECORDED,
@@ -222,6 +243,8 @@ class Watch(AbstractContextManager["Watch"]):
         self._buffers: dict[int, torch.Tensor] = {}
         self._statistics = GradientStatistics()
         self._started = False
+        # `recording`, kept up to date where it changes (read by the module hooks at every module call).
+        self._hooking = False
         #: The flight recorder of ``bad_steps``, else ``None``.
         self.recorder = (
             None if bad_steps is None else FlightRecorder(model, bad_steps if isinstance(bad_steps, BadSteps) else BadSteps(bad_steps), optimizer=optimizer)
@@ -234,6 +257,7 @@ class Watch(AbstractContextManager["Watch"]):
         if self._started:
             return self
         self._started = True
+        self._hooking = self.recording
         writes = self.ranks == "each" or self.rank == 0
         if self._path is not None and writes:
             self.path = _rank_path(Path(self._path), self.rank) if self.ranks == "each" and self.world_size > 1 else Path(self._path)
@@ -268,6 +292,7 @@ class Watch(AbstractContextManager["Watch"]):
         if self._board is not None:
             self._board.close()
         self._started = False
+        self._hooking = False
 
     def __enter__(self) -> Watch:
         return self.start()
@@ -288,7 +313,7 @@ class Watch(AbstractContextManager["Watch"]):
     # --- forward: module outputs and the trace ----------------------------------------
 
     def _after_forward(self, index: int, module: nn.Module, args: Any, output: Any) -> None:
-        if not self.recording:
+        if not self._hooking:
             return
         if output is self._last_output:
             # A container returning its last child's output (Sequential): that tensor's one hook and norm serve both.
@@ -300,14 +325,27 @@ class Watch(AbstractContextManager["Watch"]):
         for tensor in (output,) if isinstance(output, torch.Tensor) else tensor_leaves(output):
             if tensor.requires_grad:
                 modules = [index]
-                tensor.register_hook(partial(self._on_output_grad, modules))
+                node = tensor.grad_fn
+                # The gradient at the tensor is its node's incoming gradient at output_nr: a hook on the node costs
+                # less to place than Tensor.register_hook. A leaf (a module returning a parameter) has no node, and
+                # under Dynamo's tracing grad_fn is no Node (Dynamo traces tensor hooks, not node hooks).
+                if isinstance(node, Node):
+                    node.register_prehook(partial(self._on_node_grads, modules, tensor.output_nr))
+                else:
+                    tensor.register_hook(partial(self._on_output_grad, modules))
                 self._last_output, self._last_output_modules = tensor, modules
                 hooked = True
         if hooked:
             self._calls.append(index)
 
+    def _on_node_grads(self, modules: list[int], position: int, grads: tuple[torch.Tensor | None, ...]) -> None:
+        grad = grads[position]
+        if grad is not None:
+            # A gradient requires grad only under backward(create_graph=True): its norm is no part of that graph.
+            self._norms.append((modules, torch.linalg.vector_norm(grad.detach() if grad.requires_grad else grad)))
+
     def _on_output_grad(self, modules: list[int], grad: torch.Tensor) -> None:
-        self._norms.append((modules, torch.linalg.vector_norm(grad.detach())))
+        self._on_node_grads(modules, 0, (grad,))
 
     def _begin_tracing(self) -> None:
         # Entered before the model's forward begins (at start(), or when the previous step ends), so that
@@ -351,17 +389,18 @@ class Watch(AbstractContextManager["Watch"]):
         self._after_update()
 
     def _before_update(self, *_: Any) -> None:
+        grad_norms: list[torch.Tensor] | None = None
         if self.recording:
-            self._pending = self._read_gradients()
+            self._pending, grad_norms = self._read_gradients()
         if self.recorder is not None:  # after the reading above: the recorder's re-run of the step leaves it untouched
-            self.recorder.end_step(self.step_index)
+            self.recorder.end_step(self.step_index, grad_norms)
 
     def _after_update(self, *_: Any) -> None:
         try:
             if self.recording and self._pending is not None:
                 record = self._pending
                 before = record.pop("_weight_norms")
-                if self.optimizer is not None:
+                if self.optimizer is not None and before is not None:
                     record["param"]["update_ratio"] = self._update_ratios(before)
                 self._write(record)
         finally:
@@ -370,6 +409,7 @@ class Watch(AbstractContextManager["Watch"]):
             self._calls = []
             self._last_output, self._last_output_modules = None, []
             self.step_index += 1
+            self._hooking = self.recording
             self._begin_tracing()
         if self._on_step is not None:
             self._on_step(self.step_index - 1)
@@ -378,39 +418,37 @@ class Watch(AbstractContextManager["Watch"]):
         """The parameters with a (non-empty) gradient, by index."""
         return [index for index, (_, param) in enumerate(self._params) if param.grad is not None and param.grad.numel()]
 
-    def _read_gradients(self) -> dict[str, Any]:
-        """The step's statistics: the gradients' from `GradientStatistics`, the weights' and module outputs' norms beside.
+    def _read_gradients(self) -> tuple[dict[str, Any], list[torch.Tensor]]:
+        """The step's record, and the gradients' 2-norms as tensors (for the flight recorder, which needs them too).
 
-        The parameters are copied into buffers kept between steps for the
-        update ratio (``_foreach_copy_``, one call; a ``clone()`` per
-        parameter allocates each time).
+        Every recorded step: each gradient's 2-norm (one ``_foreach_norm``),
+        its non-finite count (counted only where the norm is not finite: a
+        finite norm has no NaN or Inf under it), and the module outputs'
+        norms, in one conversion to Python numbers. A step with details
+        (`details_every`, or a gradient that is not finite) adds the rest of
+        `GradientStatistics` and copies the parameters into buffers kept
+        between steps for the update ratio (``_foreach_copy_``, one call; a
+        ``clone()`` per parameter allocates each time).
         """
         present = self._present()
         grads = [grad for index in present if (grad := self._params[index][1].grad) is not None]
-        gradients = self._statistics.columns(grads)
         with torch.no_grad():
-            tensors: list[torch.Tensor] = []
-            weights = []
-            if self.optimizer is not None and grads:
-                weights = [self._params[index][1] for index in present]
-                buffers = [self._buffer(index, weight) for index, weight in zip(present, weights)]
-                foreach_copy_(buffers, weights)
-                tensors += foreach_norm(weights)
-            tensors += [norm for _, norm in self._norms]
-            numbers = floats(tensors)
+            grad_norms = foreach_norm(grads) if grads else []
+            numbers = floats([*grad_norms, *(norm for _, norm in self._norms)])
+        norms, module_values = numbers[: len(grads)], numbers[len(grads) :]
         width = len(self._params)
-        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite")}
-        for position, (index, grad) in enumerate(zip(present, grads)):
-            largest = gradients.max_abs[position]
-            columns["norm"][index] = gradients.norm[position]
-            columns["max_abs"][index] = largest
-            columns["mean"][index] = gradients.sum[position] / grad.numel()
-            columns["mean_abs"][index] = gradients.abs_sum[position] / grad.numel()
-            # The largest |g| is finite exactly when every element is (a NaN makes it NaN): count only then.
-            columns["nonfinite"][index] = 0 if math.isfinite(largest) else int((~torch.isfinite(grad)).sum())
-        weight_norms, rest = numbers[: len(weights)], numbers[len(weights) :]
+        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("norm", "nonfinite")}
+        finite = True
+        for index, grad, norm in zip(present, grads, norms):
+            columns["norm"][index] = norm
+            finite = finite and math.isfinite(norm)
+            columns["nonfinite"][index] = 0 if math.isfinite(norm) else int((~torch.isfinite(grad)).sum())
+        weight_norms = None
+        if grads and (not finite or (self.step_index // self.every) % self.details_every == 0):
+            columns.update(self._details(present, grads, grad_norms))
+            weight_norms = self._copy_weights(present) if self.optimizer is not None else None
         received: list[list[float]] = [[] for _ in self._modules]
-        for (modules, _), norm in zip(self._norms, rest):
+        for (modules, _), norm in zip(self._norms, module_values):
             for index in modules:
                 received[index].append(norm)
         # A module called several times a step (shared weights) receives a gradient at each call: the norm is over all.
@@ -418,12 +456,30 @@ class Watch(AbstractContextManager["Watch"]):
         record: dict[str, Any] = {
             "kind": "step",
             "step": self.step_index,
-            "param": {**columns, "update_ratio": None},
+            "param": {stat: columns.get(stat) for stat in ("norm", "max_abs", "mean", "mean_abs", "nonfinite", "update_ratio")},
             "module": {"norm": module_norms},
-            "_weight_norms": (present, weight_norms),
+            "_weight_norms": weight_norms,
         }
         self._check_structure()
-        return record
+        return record, grad_norms
+
+    def _details(self, present: list[int], grads: list[torch.Tensor], norms: list[torch.Tensor]) -> dict[str, list[Any]]:
+        """The largest ``|g|``, mean and mean ``|g|`` of each gradient, as columns of the record (``None`` where there is no gradient)."""
+        gradients = self._statistics.columns(grads, norms)
+        width = len(self._params)
+        columns: dict[str, list[Any]] = {stat: [None] * width for stat in ("max_abs", "mean", "mean_abs")}
+        for position, (index, grad) in enumerate(zip(present, grads)):
+            columns["max_abs"][index] = gradients.max_abs[position]
+            columns["mean"][index] = gradients.sum[position] / grad.numel()
+            columns["mean_abs"][index] = gradients.abs_sum[position] / grad.numel()
+        return columns
+
+    def _copy_weights(self, present: list[int]) -> tuple[list[int], list[float]]:
+        """Copy the parameters with a gradient into the kept buffers, before the update; their indices and norms."""
+        with torch.no_grad():
+            weights = [self._params[index][1] for index in present]
+            foreach_copy_([self._buffer(index, weight) for index, weight in zip(present, weights)], weights)
+            return present, floats(foreach_norm(weights))
 
     def _buffer(self, index: int, weight: torch.Tensor) -> torch.Tensor:
         # The parameters before the update, kept between steps (one copy of the model's parameters).

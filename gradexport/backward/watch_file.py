@@ -3,8 +3,8 @@
 The format is JSON Lines (one JSON object per line, UTF-8), append-only:
 
 1. a header, ``{"format": "gradexport-watch", "version": 1, "parameters": [...],
-   "modules": [...], "layers": [...], "every": 1, "rank": 0, "world_size": 1,
-   "recorded": "...", "thresholds": {...}}``: the parameter names (as
+   "modules": [...], "layers": [...], "every": 1, "details_every": 10, "rank": 0,
+   "world_size": 1, "recorded": "...", "thresholds": {...}}``: the parameter names (as
    ``model.named_parameters()`` gives them), the module names (as
    ``model.named_modules()``, the model itself as ``""``), the layers (the modules
    that hold parameters themselves, which vanishing is judged among), and what
@@ -19,7 +19,10 @@ The format is JSON Lines (one JSON object per line, UTF-8), append-only:
    "mean_abs": [...], "max_abs": [...], "nonfinite": [...], "update_ratio": [...] | null},
    "module": {"norm": [...]}}`` line per recorded step, the lists in the
    header's order, ``null`` where a parameter had no gradient or a module's
-   output received none. Non-finite numbers are written as JSON's common
+   output received none. ``mean``, ``mean_abs``, ``max_abs`` and
+   ``update_ratio`` are ``null`` as a whole on a step recorded without its
+   details (one in ``details_every``, and every step with a non-finite
+   gradient, has them). Non-finite numbers are written as JSON's common
    extension ``NaN``, ``Infinity`` and ``-Infinity`` (Python's `json` reads them).
 
 Each line is written with one ``os.write`` on a file opened for appending
@@ -253,7 +256,7 @@ class WatchHistory:
         """The graph traced for ``step`` (default: the last), with that step's values on it.
 
         Every node that names a parameter (a leaf) gets ``watch`` = that
-        parameter's statistics (`param_stats`); every node of a module gets
+        parameter's statistics (`param_stats`, those the step holds); every node of a module gets
         ``module_grad_norm`` = its module's output-gradient norm; every edge
         that enters a module from outside it (the gradient arriving at that
         module's output) gets ``grad_norm`` = the module's norm, and
@@ -288,7 +291,8 @@ class WatchHistory:
         for _, data in graph.nodes(data=True):
             names = [name for name in data.get("names", []) if name in stats]
             if names:
-                data["watch"] = stats[names[0]]
+                # What the step recorded: a step without details has no mean, largest |g| or update ratio.
+                data["watch"] = {stat: value for stat, value in stats[names[0]].items() if value is not None}
             if data.get("module") in norms:
                 data["module_grad_norm"] = norms[data["module"]]
         for source, target, data in graph.edges(data=True):

@@ -64,8 +64,11 @@ class GradientStatistics:
     def __init__(self) -> None:
         self._buffers: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
-    def columns(self, grads: Sequence[torch.Tensor]) -> GradientColumns:
+    def columns(self, grads: Sequence[torch.Tensor], norms: Sequence[torch.Tensor] | None = None) -> GradientColumns:
         """The four statistics of every gradient in ``grads`` (non-empty tensors), with one conversion to Python numbers.
+
+        ``norms``, when given, are the gradients' 2-norms as `foreach_norm`
+        gave them (a caller that needed them first), and are not computed again.
 
         Examples:
             >>> GradientStatistics().columns([torch.tensor([[1.0, -2.0]]), torch.tensor([float("nan")])]).max_abs
@@ -75,7 +78,7 @@ class GradientStatistics:
             return GradientColumns([], [], [], [])
         small = [index for index, grad in enumerate(grads) if _paddable(grad, grads[0])]
         large = sorted(set(range(len(grads))) - set(small))
-        tensors: list[torch.Tensor] = list(foreach_norm(grads))
+        tensors: list[torch.Tensor] = list(foreach_norm(grads) if norms is None else norms)
         pieces: list[int] = []  # per large gradient, how many (largest, sum of |g|) pairs its pieces gave
         with torch.no_grad():
             if small:
