@@ -727,3 +727,13 @@ def test_wrap_step_closure_sees_every_evaluation_lbfgs_and_sgd_make() -> None:
         handle.remove()
         optimizer.step(closure)
         assert len(wrapped) < len(calls) and "step" not in vars(optimizer)
+    # An LR scheduler made afterwards wraps the step through its __func__ (a bound method's): the closure is still seen.
+    handle = _torch.wrap_step_closure(optimizer, around)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    before = len(wrapped)
+    optimizer.step(closure)
+    scheduler.step()
+    assert len(wrapped) == before + 1
+    handle.remove()
+    optimizer.step(closure)
+    assert len(wrapped) == before + 1

@@ -99,6 +99,7 @@ import inspect
 import operator
 import re
 import sys
+import types
 from collections.abc import Callable, Sequence
 from functools import cache, partial, wraps
 from typing import Any, ClassVar, Literal, NamedTuple, Protocol
@@ -928,21 +929,25 @@ class _ClosureWrap:
     def __init__(self, optimizer: torch.optim.Optimizer, around: Callable[[Callable[[], Any]], contextlib.AbstractContextManager[Callable[[], Any]]]) -> None:
         self.optimizer = optimizer
         self.had = "step" in vars(optimizer)
+        self.active = True
         step = self.step = optimizer.step
 
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
+        def wrapped(_: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
             closure = kwargs.get("closure", args[0] if args else None)
-            if closure is None:
+            if closure is None or not self.active:
                 return step(*args, **kwargs)
             with around(closure) as replaced:
                 if "closure" in kwargs:
                     return step(*args, **{**kwargs, "closure": replaced})
                 return step(replaced, *args[1:], **kwargs)
 
-        self.wrapped = wrapped
-        optimizer.step = wrapped  # type: ignore[method-assign]
+        # A bound method, as torch's own step is: an LR scheduler made afterwards wraps it through its __func__.
+        self.wrapped = types.MethodType(wrapped, optimizer)
+        optimizer.step = self.wrapped  # type: ignore[method-assign]
 
     def remove(self) -> None:
+        # Something that wrapped step after us (an LR scheduler's counter) keeps calling this wrapper: it passes through.
+        self.active = False
         if vars(self.optimizer).get("step") is self.wrapped:
             if self.had:
                 self.optimizer.step = self.step  # type: ignore[method-assign]
