@@ -12,15 +12,12 @@ them with a plain copy of the model that the test runs on the rank's batch.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from test_watch_ddp import free_port
+from gloo import run_two_interpreters
 
 import gradexport
 
@@ -73,12 +70,7 @@ RANK = textwrap.dedent(
 
 @pytest.mark.slow  # two fresh interpreters, about 10 s on an idle machine
 def test_each_rank_records_its_bad_step_without_a_collective_and_training_is_unchanged(tmp_path: Path) -> None:
-    port = str(free_port())
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), port, str(tmp_path)], env=env, stderr=subprocess.PIPE) for rank in (0, 1)]
-    for process in ranks:
-        _, err = process.communicate(timeout=180)
-        assert process.returncode == 0, err.decode()[-3000:]
+    run_two_interpreters(RANK, tmp_path, timeout=180)
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert seen["same"], f"rank {rank}: training under the recorder differs"

@@ -9,14 +9,11 @@ file per rank, ``ranks="zero"`` only rank 0's.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from gloo import run_two_interpreters
 
 import gradexport
 
@@ -50,20 +47,9 @@ RANK = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.mark.slow  # two fresh interpreters, about 10 s on an idle machine
 def test_each_rank_records_its_own_gradients_and_writes_by_option(tmp_path: Path) -> None:
-    port = str(free_port())
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ranks = [subprocess.Popen([sys.executable, "-c", RANK, str(rank), port, str(tmp_path)], env=env, stderr=subprocess.PIPE) for rank in (0, 1)]
-    for process in ranks:
-        _, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err.decode()[-2000:]
+    run_two_interpreters(RANK, tmp_path)
     assert sorted(path.name for path in tmp_path.glob("*.jsonl")) == ["each.rank0.jsonl", "each.rank1.jsonl", "zero.jsonl"]
     histories = [gradexport.records.load_watch(tmp_path / f"each.rank{rank}.jsonl") for rank in (0, 1)]
     expected = [json.loads((tmp_path / f"expected{rank}.json").read_text()) for rank in (0, 1)]

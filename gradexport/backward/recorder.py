@@ -170,8 +170,6 @@ class _Call:
     output_grads: dict[int, torch.Tensor] = field(default_factory=dict)
     outputs: list[torch.Tensor] | None = None
     sums: list[torch.Tensor] = field(default_factory=list)
-    #: The outputs that need a gradient, as the model returned them (their nodes bound the loss part); dropped when the call is kept.
-    results: list[torch.Tensor] = field(default_factory=list)
     #: The sums of ``outputs`` read at ``loss.backward()`` (`FlightRecorder._check_forward`), which then empties ``sums``.
     read: list[float] = field(default_factory=list)
 
@@ -224,6 +222,9 @@ class FlightRecorder:
         self._loss_part: LossPart | None = None
         # The node of the last loss backward() was called on in this step, for the loss part's structure should the step go bad.
         self._loss_node: Node | None = None
+        # This step's calls with the outputs that need a gradient, as the model returned them: their nodes bound the loss
+        # part. Held here, not on the calls: an output's hook holds its call, and the call would hold the output back.
+        self._results: list[tuple[_Call, list[torch.Tensor]]] = []
         self._baseline: deque[float] = deque(maxlen=BASELINE_STEPS)
         self._healthy: _Kept | None = None
         # The weights (parameters and buffers) of the healthy step kept, copied into tensors kept between steps.
@@ -272,7 +273,7 @@ class FlightRecorder:
         # One sum per output: a finite sum has no NaN or Inf in it (a non-finite one is looked at element by element).
         call.outputs = [tensor.detach() for tensor in tensors if tensor.is_floating_point()]
         call.sums = [tensor.sum() for tensor in call.outputs]
-        call.results = tensors
+        self._results.append((call, tensors))
 
     @staticmethod
     def _keep_grad(call: _Call, position: int, grad: torch.Tensor) -> None:
@@ -291,13 +292,10 @@ class FlightRecorder:
         forward went bad is known before its backward runs.
         """
         calls = [call for call in self._calls if call.sums]
-        value = loss.detach()  # detached, as the outputs' sums are: nothing here makes a node
-        values = [value if value.dim() == 0 else value.sum()]
+        values = [loss if loss.dim() == 0 else loss.detach().sum()]
         for call in calls:
             values += call.sums
-        if any(value.dtype != torch.float32 or value.device != loss.device for value in values):
-            values = [value.float().to(loss.device) for value in values]
-        numbers = torch.stack(values).tolist()
+        numbers = _read(values)
         self._losses.append(numbers[0])
         self._loss_node = loss.grad_fn
         start = 1
@@ -306,7 +304,7 @@ class FlightRecorder:
             start += len(call.read)
         if all(math.isfinite(number) for number in numbers) or self._loss_part is not None:
             return
-        outputs = {key: (edge, bool(torch.isfinite(tensor.detach()).all())) for key, (edge, tensor) in _output_edges(self._calls).items()}
+        outputs = {key: (edge, bool(torch.isfinite(tensor.detach()).all())) for key, (edge, tensor) in _output_edges(self._results).items()}
         if all(finite for _, finite in outputs.values()) and bool(torch.isfinite(loss).all()):
             return  # a sum overflowed; every element is finite
         try:
@@ -318,16 +316,17 @@ class FlightRecorder:
         """At the step's end: the loss part hooked in this step (its hooks removed), else one that traces its structure when called."""
         part: LossPart | Callable[[], LossPart] | None
         part, self._loss_part = self._loss_part, None
+        results, self._results = self._results, []
         if part is not None:
             part.finish()
         elif self._loss_node is not None:
-            part = partial(self._loss_structure, self._loss_node, calls)
+            part = partial(self._loss_structure, self._loss_node, results)
         self._loss_node = None
         return part
 
-    def _loss_structure(self, node: Node, calls: list[_Call]) -> LossPart:
+    def _loss_structure(self, node: Node, results: list[tuple[_Call, list[torch.Tensor]]]) -> LossPart:
         """The loss part's structure, traced after the backward from the loss's node down to the calls' outputs."""
-        return LossPart(node, {key: (edge, True) for key, (edge, _) in _output_edges(calls).items()}, named=self._params)
+        return LossPart(node, {key: (edge, True) for key, (edge, _) in _output_edges(results).items()}, named=self._params)
 
     # --- the end of a step -------------------------------------------------------------
 
@@ -378,8 +377,6 @@ class FlightRecorder:
                 self._baseline.append(grad_norm)
             if calls and (self._healthy is None or step - self._healthy.step >= self.settings.healthy_every):
                 self._keep_weights()
-                for call in calls:
-                    call.results = []  # a kept call holds no graph
                 self._healthy = _Kept(step, calls, loss, grad_norm)
             return None
         if rerun is not None and self.bad_steps and self.bad_steps[-1] == step:
@@ -440,10 +437,7 @@ class FlightRecorder:
                 same = all(norm.dtype == norms[0].dtype for norm in norms)
                 values.append(torch.linalg.vector_norm(torch.stack(norms if same else [norm.float() for norm in norms]).float()))
             values += [total.float() for call in calls for total in call.sums]
-            numbers = []
-            if values:
-                device = values[0].device
-                numbers = torch.stack([value.to(device) for value in values]).tolist()
+            numbers = _read(values) if values else []
         grad_norm = numbers.pop(0) if grads else None
         loss = losses[-1] if losses else None
         numbers += [total for call in calls for total in call.read]
@@ -667,12 +661,29 @@ def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
     return bool(torch.equal(replayed, trained) or ((replayed == trained) | (replayed.isnan() & trained.isnan())).all())
 
 
-def _output_edges(calls: list[_Call]) -> dict[tuple[int, int], tuple[Edge, torch.Tensor]]:
-    """Each floating-point output of ``calls`` that a node made, by (call, position): its `Edge` in the graph, and the output."""
+def _read(values: list[torch.Tensor]) -> list[float]:
+    """The 0-d tensors ``values`` as numbers, in one device-to-host transfer.
+
+    On the CPU a read is no transfer: one ``item()`` each costs less there
+    than stacking them first (the first value's device decides: asking each
+    tensor its device costs more than the reads).
+
+    Examples:
+        >>> _read([torch.tensor(1.0), torch.tensor(2.0, dtype=torch.float16)])
+        [1.0, 2.0]
+    """
+    if values[0].is_cpu:
+        return [value.item() for value in values]
+    device = values[0].device
+    return torch.stack([value.float().to(device) for value in values]).tolist()
+
+
+def _output_edges(results: list[tuple[_Call, list[torch.Tensor]]]) -> dict[tuple[int, int], tuple[Edge, torch.Tensor]]:
+    """Each floating-point output that a node made, by (call, position): its `Edge` in the graph, and the output."""
     return {
         (id(call), position): ((tensor.grad_fn, tensor.output_nr), tensor)
-        for call in calls
-        for position, tensor in enumerate(call.results)
+        for call, tensors in results
+        for position, tensor in enumerate(tensors)
         if tensor.grad_fn is not None and tensor.is_floating_point()
     }
 
