@@ -737,3 +737,18 @@ def test_wrap_step_closure_sees_every_evaluation_lbfgs_and_sgd_make() -> None:
     handle.remove()
     optimizer.step(closure)
     assert len(wrapped) == before + 1
+
+
+def test_step_hooks_leave_a_step_that_an_lr_scheduler_made_afterwards_can_wrap() -> None:
+    """torch's LR schedulers wrap ``optimizer.step`` through its ``__self__`` and ``__func__``: it must stay a bound method."""
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen: list[str] = []
+    handles = _torch.register_step_hooks(optimizer, lambda *_: seen.append("before"), lambda *_: seen.append("after"))
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    for handle in handles:
+        handle.remove()
+    assert seen == ["before", "after"]

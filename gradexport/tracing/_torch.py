@@ -911,13 +911,14 @@ class _StepWrap:
         self.optimizer = optimizer
         step = optimizer.step
 
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
+        def wrapped(_: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
             before(optimizer, args, kwargs)
             result = step(*args, **kwargs)
             after(optimizer, args, kwargs)
             return result
 
-        optimizer.step = wrapped  # type: ignore[method-assign]
+        # A bound method, as torch's own step is: an LR scheduler made afterwards wraps it through __self__ and __func__.
+        optimizer.step = types.MethodType(wrapped, optimizer)  # type: ignore[method-assign]
 
     def remove(self) -> None:
         vars(self.optimizer).pop("step", None)
