@@ -372,6 +372,10 @@ def _all_known(finite: dict[int, weakref.ref[torch.Tensor]], values: Any) -> boo
     """Whether every tensor in ``values`` holds no NaN or Inf for sure: it cannot (an integer index, a mask), or the block found it finite.
 
     A loop, not `_tensors` and a generator: it runs for every op that keeps its inputs' values.
+
+    Examples:
+        >>> _all_known({}, (torch.arange(2), [3, "x"])), _all_known({}, (torch.ones(2),))
+        (True, False)
     """
     for value in values:
         if isinstance(value, torch.Tensor):
