@@ -1,7 +1,9 @@
 """``python -m benchmarks.capture_source``: what `gradexport.tools.capture_source` costs a forward pass.
 
 Times the forward of a 12-layer ``nn.TransformerEncoder`` (d_model 64) and of
-an MLP, plain, inside ``capture_source(values=False)`` (lines only),
+an MLP, plain, inside a torch function mode that only calls each op (the
+floor of any capture that sees every op this way), inside
+``capture_source(values=False)`` (lines only),
 inside ``capture_source()`` (lines and the check of every result for NaN
 and Inf that finds the forward origin), inside ``capture_source()`` with
 ``capture_modules()``, and under anomaly mode
@@ -27,6 +29,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 import gradexport
 
@@ -54,8 +57,16 @@ def _both() -> AbstractContextManager[Any]:
     return stack
 
 
+class EmptyMode(TorchFunctionMode):
+    """A torch function mode that calls the op and nothing else."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        return func(*args, **(kwargs or {}))
+
+
 VARIANTS: dict[str, Callable[[], AbstractContextManager[Any]]] = {
     "plain": nullcontext,
+    "empty TorchFunctionMode": EmptyMode,
     "capture_source(values=False)": lambda: gradexport.tools.capture_source(values=False),
     "capture_source": gradexport.tools.capture_source,
     "capture_source + capture_modules": _both,

@@ -27,7 +27,7 @@ from torch.utils.checkpoint import checkpoint
 
 import gradexport
 from gradexport.frontends.cli import main
-from gradexport.tracing._torch import TORCH_VERSION, is_compiling, tensor_leaves
+from gradexport.tracing._torch import TORCH_VERSION, is_compiling, next_sequence_nr, tensor_leaves
 from gradexport.tracing.graph import trace
 
 #: Where gradexport reads each result's values: those reads are its own calls, not the model's.
@@ -466,3 +466,21 @@ def test_views_and_relus_of_results_found_finite_are_not_summed_again(monkeypatc
     with gradexport.tools.capture_source():
         model(torch.randn(4, 4)).sum()
     assert summed == ["", "AddmmBackward0", "SumBackward0"]  # randn, linear and sum; not relu nor flatten
+
+
+def test_the_check_makes_no_node_and_leaves_the_grad_mode_as_it_was() -> None:
+    """The check sums each result with autograd switched off for the sum: torch makes the same nodes as without the capture, and the grad mode is the caller's."""
+    x = torch.ones(3, requires_grad=True)
+    before = next_sequence_nr()
+    (x * 2).exp()
+    made_plain = next_sequence_nr() - before
+    with gradexport.tools.capture_source():
+        before = next_sequence_nr()
+        (x * 2).exp()
+        made_captured = next_sequence_nr() - before
+        enabled_inside = torch.is_grad_enabled()
+    with torch.no_grad(), gradexport.tools.capture_source():
+        leaf = torch.ones(2).requires_grad_()  # a result that needs a gradient, made while grad mode is off
+        enabled_under_no_grad = torch.is_grad_enabled()
+    assert made_captured == made_plain
+    assert enabled_inside and not enabled_under_no_grad and leaf.requires_grad

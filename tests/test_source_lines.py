@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 import torch
@@ -278,3 +280,31 @@ def test_a_file_name_with_a_lone_surrogate_does_not_stop_the_trace():
     assert made_there == {"\ud800.py:2": ""}  # the line, with no text: there is no such file to read it from
     assert gradexport.from_json(gradexport.to_json(graph)).nodes(data="source") == graph.nodes(data="source")
     assert "\\ud800.py:2" in gradexport.to_dot(graph)
+
+
+def test_code_made_and_dropped_again_and_again_keeps_its_own_line() -> None:
+    """The capture keeps its verdicts and lines by a code object's id: a code object dropped must not lend its id, and so its line, to the next."""
+    x = torch.ones(2, requires_grad=True)
+    for padding in range(1, 11):
+        namespace: dict[str, Any] = {}
+        exec(compile("\n" * padding + "def double(x):\n    return x * 2\n", "made_here.py", "exec"), namespace)
+        with gradexport.tools.capture_source():
+            out = namespace["double"](x)
+        sources = {data["source"] for _, data in gradexport.to_networkx(out).nodes(data=True) if "source" in data}
+        assert sources == {f"made_here.py:{padding + 2}"}
+        del namespace, out
+        gc.collect()  # the function and its globals hold each other: the code object goes now
+
+
+def test_each_op_of_a_long_function_names_its_own_line() -> None:
+    """Lines are kept by code object and instruction: the ops on 200 lines of one function, run twice, each name their own line."""
+    body = "".join(f"    x = x * {number}\n" for number in range(2, 202))
+    namespace: dict[str, Any] = {}
+    exec(compile(f"def long_forward(x):\n{body}    return x\n", "long_forward.py", "exec"), namespace)
+    x = torch.ones(1, requires_grad=True)
+    for _ in range(2):
+        with gradexport.tools.capture_source():
+            out = namespace["long_forward"](x)
+        graph = gradexport.to_networkx(out)
+        lines = sorted(int(data["source"].rpartition(":")[2]) for _, data in graph.nodes(data=True) if "source" in data)
+        assert lines == list(range(2, 202))

@@ -505,14 +505,21 @@ def test_post_accumulate_hook_count_reads_the_hooks() -> None:
     assert _torch.post_accumulate_hook_count(x) == 0
 
 
-def test_reading_a_detached_result_makes_no_node_so_capture_source_sees_no_gap() -> None:
-    """capture_source's NaN/Inf check reads each result as ``result.detach().sum().item()`` between two ops."""
+def test_reading_a_result_with_autograd_off_makes_no_node_so_capture_source_sees_no_gap() -> None:
+    """capture_source's NaN/Inf check reads each result as ``result.sum().item()`` with grad mode switched off by ``set_grad_enabled``, between two ops."""
     x = torch.ones(3, requires_grad=True)
     y = x * 2
     before = _torch.next_sequence_nr()
-    y.detach().sum().item()
+    _torch.set_grad_enabled(False)
+    try:
+        switched_off = not torch.is_grad_enabled()
+        total = y.sum()
+    finally:
+        _torch.set_grad_enabled(True)
     torch.isfinite(y.detach()).all()
-    assert _torch.next_sequence_nr() == before, changed("the sequence counter", "a read of a detached tensor advanced it")
+    assert switched_off and torch.is_grad_enabled(), changed("torch._C._set_grad_enabled", "it no longer switches this thread's grad mode")
+    assert total.grad_fn is None and total.item() == 6.0, changed("torch._C._set_grad_enabled(False)", "a sum under it has a node or another value")
+    assert _torch.next_sequence_nr() == before, changed("the sequence counter", "a read with autograd off or of a detached tensor advanced it")
 
 
 def test_a_function_modes_own_calls_are_not_sent_back_to_it() -> None:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,48 +115,43 @@ def test_every_recorded_value_equals_torch_computed_in_the_same_loop(tmp_path: P
             assert norms[name] == pytest.approx(value, rel=1e-6), (step, name)
 
 
+def poisoned_training(model: nn.Module, optimizer: torch.optim.Optimizer, count: int, poisoned: int) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+    """Yield each step and its gradients after ``optimizer.step()``; step ``poisoned``'s loss is NaN, and its NaN weights are zeroed after."""
+    for step, (x, y) in enumerate(batches(count)):
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        (loss * float("nan") if step == poisoned else loss).backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters()}
+        optimizer.step()
+        yield step, grads
+        if step == poisoned:
+            with torch.no_grad():
+                for param in model.parameters():
+                    param.copy_(torch.nan_to_num(param))
+
+
+def with_details(history: gradexport.records.WatchHistory) -> list[int]:
+    return [step for step in history.steps if history.param_stats(step)["0.weight"]["max_abs"] is not None]
+
+
 def test_details_come_every_details_every_recorded_steps_and_at_a_nonfinite_gradient() -> None:
     model = make_model()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
     poisoned = 7  # not a step with details by the count: the NaN alone brings them
-    steps = []
     with gradexport.watch(model, optimizer=optimizer, every=2, details_every=3) as watched:
-        for step, (x, y) in enumerate(batches(16)):
-            optimizer.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            (loss * float("nan") if step == poisoned else loss).backward()
-            grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-            steps.append(grads)
-            optimizer.step()
-            if step == poisoned:
-                with torch.no_grad():
-                    for param in model.parameters():
-                        param.copy_(torch.nan_to_num(param))
-    history = watched.history
-    assert history.steps == list(range(0, 16, 2)) and history.header["details_every"] == 3
-    detailed = [step for step in history.steps if history.param_stats(step)["0.weight"]["max_abs"] is not None]
-    assert detailed == [0, 6, 12]  # recorded steps 0, 3 and 6 of the eight: every third
+        for _ in poisoned_training(model, optimizer, 16, poisoned):
+            pass
+    assert watched.history.steps == list(range(0, 16, 2)) and watched.history.header["details_every"] == 3
+    assert with_details(watched.history) == [0, 6, 12]  # recorded steps 0, 3 and 6 of the eight: every third
     with gradexport.watch(model, optimizer=optimizer, every=1, details_every=100) as watched:
-        for step, (x, y) in enumerate(batches(9)):
-            optimizer.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            (loss * float("nan") if step == poisoned else loss).backward()
-            grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-            optimizer.step()
-            for stat in ("norm", "nonfinite"):  # every recorded step has these, equal to torch's
-                got = {name: values[stat] for name, values in watched.history.param_stats(step).items()}
-                if stat == "norm":
-                    want = {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()}
-                    assert all(got[n] == value or math.isnan(got[n]) and math.isnan(value) for n, value in want.items()), (step, got, want)
-                else:
-                    assert got == {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()}
-            if step == poisoned:
-                with torch.no_grad():
-                    for param in model.parameters():
-                        param.copy_(torch.nan_to_num(param))
+        for step, grads in poisoned_training(model, optimizer, 9, poisoned):
+            # every recorded step has the norms and the non-finite counts, equal to torch's
+            stats = watched.history.param_stats(step)
+            want = {n: float(torch.linalg.vector_norm(g)) for n, g in grads.items()}
+            assert all(stats[n]["norm"] == value or math.isnan(stats[n]["norm"]) and math.isnan(value) for n, value in want.items()), (step, stats)
+            assert {n: stats[n]["nonfinite"] for n in grads} == {n: int((~torch.isfinite(g)).sum()) for n, g in grads.items()}
     history = watched.history
-    detailed = [step for step in history.steps if history.param_stats(step)["0.weight"]["max_abs"] is not None]
-    assert detailed == [0, poisoned]
+    assert with_details(history) == [0, poisoned]
     stats = history.param_stats(poisoned)
     assert all(values["max_abs"] is not None and values["update_ratio"] is not None for values in stats.values())
     assert all(math.isnan(values["max_abs"]) for values in stats.values() if values["nonfinite"])

@@ -344,17 +344,14 @@ def sequence_nr_getter(node_type: type) -> Callable[[Node], int]:
     return node_type._sequence_nr  # type: ignore[attr-defined]
 
 
-def next_sequence_nr() -> int:
-    """The sequence number the next Node created on this thread gets (``torch._C._autograd._get_sequence_nr()``).
+#: ``next_sequence_nr()``: the sequence number the next Node created on this thread gets.
+#: torch's builtin itself (``torch._C._autograd._get_sequence_nr``), not a wrapper:
+#: `gradexport.tools.capture_source` reads it twice per op.
+next_sequence_nr: Callable[[], int] = torch._C._autograd._get_sequence_nr
 
-    Examples:
-        >>> import torch
-        >>> x = torch.ones(1, requires_grad=True)
-        >>> before = next_sequence_nr()
-        >>> sequence_nr((x * 2).grad_fn) == before
-        True
-    """
-    return torch._C._autograd._get_sequence_nr()
+#: ``set_grad_enabled(flag)``: switch autograd on or off on this thread, as a plain call
+#: (``torch._C._set_grad_enabled``; ``torch.set_grad_enabled`` builds an object at each call).
+set_grad_enabled: Callable[[bool], None] = torch._C._set_grad_enabled
 
 
 #: The first torch whose nodes expose ``_input_metadata`` (what `input_metadata` and `num_inputs` read).

@@ -40,7 +40,7 @@ from typing import Any, Literal
 import torch
 from torch.autograd.graph import Node
 
-from ._torch import node_metadata, tensor_leaves
+from ._torch import node_metadata, set_grad_enabled, tensor_leaves
 from .tensors import type_name
 
 __all__ = [
@@ -265,22 +265,31 @@ def first_nonfinite(result: Any) -> torch.Tensor | None:
         >>> first_nonfinite(torch.tensor([float("nan")], dtype=torch.float16).int()) is None
         True
     """
+    if type(result) in _PLAIN:
+        if not result.is_floating_point() or result.is_meta:
+            return None
+        try:
+            if result.requires_grad and torch.is_grad_enabled():
+                # Autograd switched off, not detach() nor no_grad() (an object each, at every op):
+                # none makes a node (the sequence numbers stay as they were).
+                set_grad_enabled(False)
+                try:
+                    total = result.sum().item()
+                finally:
+                    set_grad_enabled(True)
+            else:
+                total = result.sum().item()
+            if math.isfinite(total):
+                return None
+            return None if bool(torch.isfinite(result.detach()).all()) else result
+        except (RuntimeError, NotImplementedError):  # a functorch-wrapped or traced tensor cannot be read as a number
+            return None
     if isinstance(result, (tuple, list)):
         for item in result:
             found = first_nonfinite(item)
             if found is not None:
                 return found
-        return None
-    if type(result) not in _PLAIN or not result.is_floating_point() or result.device.type == "meta":
-        return None
-    try:
-        # detach(), not no_grad(): half the cost, and neither makes a node (the sequence numbers stay as they were).
-        values = result.detach()
-        if math.isfinite(values.sum().item()):
-            return None
-        return None if bool(torch.isfinite(values).all()) else result
-    except (RuntimeError, NotImplementedError):  # a functorch-wrapped or traced tensor cannot be read as a number
-        return None
+    return None
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)

@@ -78,7 +78,13 @@ _INTERNAL_ROOTS = (
     os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
 )
-_internal_code: dict[CodeType, bool] = {}
+#: Each code object's verdict (torch's or gradexport's: True), by ``id``: a code object's hash is
+#: not cached, and hashes its constants, nested functions' code included, at every look-up.
+_internal_code: dict[int, bool] = {}
+#: The code objects judged, kept so that no other code object takes one of their ids.
+_judged_codes: list[CodeType] = []
+#: The ids of the code objects judged torch's or gradexport's (the frames a walk skips).
+_internal_ids: set[int] = set()
 
 
 class Cut(NamedTuple):
@@ -113,7 +119,7 @@ USED = False
 
 
 def _is_internal(code: CodeType) -> bool:
-    verdict = _internal_code.get(code)
+    verdict = _internal_code.get(id(code))
     if verdict is None:
         filename = code.co_filename
         # Code that torch generates (fx's "<eval_with_key>.3", Dynamo's
@@ -129,20 +135,36 @@ def _is_internal(code: CodeType) -> bool:
             or is_dynamo_code(code)
             or (generated is not None and filename.startswith(os.path.join(generated, "")))
         )
-        _internal_code[code] = verdict
+        _internal_code[id(code)] = verdict
+        _judged_codes.append(code)
+        if verdict:
+            _internal_ids.add(id(code))
     return verdict
 
 
 def _user_frame(frame: FrameType | None) -> FrameType | None:
-    verdicts = _internal_code
+    internal = _internal_ids
     while frame is not None:
-        code = frame.f_code
-        # The cached verdict read inline: a function call per frame cost more than the look-up.
-        verdict = verdicts.get(code)
-        if not (_is_internal(code) if verdict is None else verdict):
+        # One set look-up for each of torch's frames, most of the walk; a call to
+        # judge only the frame that may be the user's.
+        if id(frame.f_code) not in internal and not _is_internal(frame.f_code):
             return frame
         frame = frame.f_back
     return None
+
+
+#: The line of each ``(id(code), f_lasti)`` a user frame stood at: reading ``f_lineno``
+#: decodes the code's line table from its start, a cost that grows with the function.
+#: A user frame's code was judged by `_is_internal`, so `_judged_codes` keeps its id its own.
+_lines: dict[tuple[int, int], int] = {}
+
+
+def _line(frame: FrameType) -> int:
+    key = (id(frame.f_code), frame.f_lasti)
+    line = _lines.get(key)
+    if line is None:
+        line = _lines[key] = frame.f_lineno
+    return line
 
 
 #: Ops whose result holds only elements of their tensor inputs (or zeros): a view, a copy, a
@@ -205,10 +227,10 @@ class _SourceMode(TorchFunctionMode):
         if user is None:
             return ()
         if not self.stack:
-            return ((user.f_code, user.f_lineno),)
+            return ((user.f_code, _line(user)),)
         found = []
         while user is not None:
-            found.append((user.f_code, user.f_lineno))
+            found.append((user.f_code, _line(user)))
             user = _user_frame(user.f_back)
         return tuple(found)
 
@@ -226,25 +248,32 @@ class _SourceMode(TorchFunctionMode):
         if end != start:
             where = self.where(frame)
             if where:
-                self.tag_outputs(result, start, where)
+                self.tag_outputs(result, start, where, end)
         elif isinstance(result, torch.Tensor) and not result.requires_grad:
             self.note_cut(func, frame, args)
-        if self.check is not None and self.check.origin is None:
+        check = self.check
+        if check is not None and check.origin is None:
             self.check_values(func, args, kwargs, result, frame)
         return result
 
     def check_values(self, func: Any, args: Any, kwargs: dict[str, Any], result: Any, frame: FrameType) -> None:
         """Keep the call as the forward origin if its result holds NaN or Inf (see `gradexport.tracing.forward_values`)."""
+        single = isinstance(result, torch.Tensor)
+        if single:
+            if not result.is_floating_point():
+                return
+        elif not isinstance(result, (tuple, list)):
+            return
         finite = self.finite
-        if getattr(func, "__name__", None) in VALUE_KEEPING and all(_known(finite, tensor) for tensor in _tensors(args)):
-            for tensor in _tensors(result):
+        if getattr(func, "__name__", None) in VALUE_KEEPING and _all_known(finite, args):
+            for tensor in (result,) if single else _tensors(result):
                 finite[id(tensor)] = weakref.ref(tensor)
             return
         bad = first_nonfinite(result)
         if bad is not None:
             line = source_attributes(self.where(frame))
             self.check.origin = forward_origin(func, args, kwargs, bad, frame, line, self.deliberate)  # type: ignore[union-attr]
-        elif isinstance(result, torch.Tensor) and result.is_floating_point():
+        elif single:
             finite[id(result)] = weakref.ref(result)
 
     def note_cut(self, func: Any, frame: FrameType, args: Any) -> None:
@@ -295,8 +324,12 @@ class _SourceMode(TorchFunctionMode):
                 return outside if self.stack else outside[:1]
         return None
 
-    def tag_outputs(self, result: Any, start: int, where: _Where | None) -> None:
-        """Tag the untagged nodes made inside the block that ``result`` reaches, down to tagged ones."""
+    def tag_outputs(self, result: Any, start: int, where: _Where | None, end: int = 0) -> None:
+        """Tag the untagged nodes made inside the block that ``result`` reaches, down to tagged ones.
+
+        With ``end``, the call made the nodes numbered ``start`` to ``end - 1``: once that many
+        are tagged (and no gap waits for a node), the walk stops before reading their inputs.
+        """
         if isinstance(result, torch.Tensor):
             node = result.grad_fn
             if node is None:
@@ -305,7 +338,8 @@ class _SourceMode(TorchFunctionMode):
         else:
             stack = [leaf.grad_fn for leaf in _tensors(result) if leaf.grad_fn is not None]
         seen = set(stack)  # the nodes, not their ids: see unreached._leaves
-        begin, gaps = self.begin, self.gaps
+        begin, gaps, check = self.begin, self.gaps, self.check
+        untagged = -1 if gaps else end - start
         # The sequence number is read first: it rules out most nodes (leaves,
         # the previous op's node) without reading, or creating, their metadata dict.
         while stack:
@@ -322,20 +356,39 @@ class _SourceMode(TorchFunctionMode):
             if SOURCE_KEY in metadata:
                 continue
             metadata[SOURCE_KEY] = found
-            if self.check is not None:
-                metadata[CHECK_KEY] = self.check
+            if check is not None:
+                metadata[CHECK_KEY] = check
+            if start <= number < end:
+                untagged -= 1
+                if not untagged:
+                    return
             for child, _ in node.next_functions:
                 if child is not None and child not in seen:
                     seen.add(child)
                     stack.append(child)
 
 
-def _known(finite: dict[int, weakref.ref[torch.Tensor]], tensor: torch.Tensor) -> bool:
-    """Whether ``tensor`` holds no NaN or Inf for sure: it cannot (an integer index, a mask), or the block found it finite."""
-    if not (tensor.is_floating_point() or tensor.is_complex()):
-        return True
-    reference = finite.get(id(tensor))
-    return reference is not None and reference() is tensor
+def _all_known(finite: dict[int, weakref.ref[torch.Tensor]], values: Any) -> bool:
+    """Whether every tensor in ``values`` holds no NaN or Inf for sure: it cannot (an integer index, a mask), or the block found it finite.
+
+    A loop, not `_tensors` and a generator: it runs for every op that keeps its inputs' values.
+
+    Examples:
+        >>> _all_known({}, (torch.arange(2), [3, "x"])), _all_known({}, (torch.ones(2),))
+        (True, False)
+    """
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() or value.is_complex():
+                reference = finite.get(id(value))
+                if reference is None or reference() is not value:
+                    return False
+        elif isinstance(value, (tuple, list)):
+            if not _all_known(finite, value):
+                return False
+        elif isinstance(value, dict) and not _all_known(finite, value.values()):
+            return False
+    return True
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
