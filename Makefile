@@ -39,7 +39,7 @@ TORCH_RANGE_TESTS := tests/test_torch_internals.py tests/test_graph.py tests/tes
 	tests/test_formats_dot.py tests/test_formats_json.py tests/test_formats_mermaid.py tests/test_formats_svg.py \
 	tests/test_json_schema.py tests/test_export_write.py tests/test_modules.py tests/test_module_boxes.py \
 	tests/test_source_lines.py tests/test_saved_memory.py tests/test_unreached.py tests/test_nonfinite.py \
-	tests/test_gradient_stats.py tests/test_flow.py tests/test_watch.py tests/test_watch_stats.py tests/test_recorder.py tests/test_diff.py tests/test_replay.py \
+	tests/test_gradient_stats.py tests/test_flow.py tests/test_watch.py tests/test_watch_stats.py tests/test_recorder.py tests/test_recorder_loss.py tests/test_recorder_ddp.py tests/test_diff.py tests/test_replay.py \
 	tests/test_replay_hooks.py tests/test_engine_queue.py tests/test_engine_order_rule.py tests/test_exec_order.py \
 	tests/test_hand_replay.py tests/test_steps.py tests/test_vjp.py tests/test_check_cli.py tests/test_deep_graphs.py \
 	tests/test_compile_modules.py tests/test_compiled_region.py tests/test_ddp.py tests/test_fsdp.py tests/test_forward_origin.py \
