@@ -12,10 +12,11 @@ def train(watch=gradexport.watch):
 ```
 
 The command passes a ``watch`` that writes ``DIR/FUNCTION.watch.jsonl``
-(``--every``, ``--tensorboard``, ``--fsync`` go to it) and moves a progress
-bar at every step, then draws `gradexport.records.plot_flow` into
-``DIR/FUNCTION.flow.png`` and ``.svg`` (``--plot``) and prints the modules
-flagged vanishing or exploding at the last step.
+(``--every``, ``--details-every``, ``--bad-steps``, ``--tensorboard``,
+``--fsync`` go to it) and moves a progress bar at every step, then draws
+`gradexport.records.plot_flow` into ``DIR/FUNCTION.flow.png`` and ``.svg``
+(``--plot``), prints the modules flagged vanishing or exploding at the last
+step, and lists the flight recorder's bundles (``gradexport view BUNDLE``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ...backward.watch import DETAILS_EVERY
 from ...core.reports import module_label
 from .running import Failure, TargetError, exit_call, load, on_large_stack, one_line, parsed, subparser
 
@@ -48,6 +50,14 @@ def main(argv: Sequence[str]) -> int:
     parser = subparser("watch", DESCRIPTION)
     parser.add_argument("-o", "--output", metavar="DIR", default=".", help="the folder to write into (default: the current folder)")
     parser.add_argument("--every", type=int, default=1, metavar="N", help="record every N-th step (default: 1)")
+    parser.add_argument(
+        "--details-every",
+        type=int,
+        default=DETAILS_EVERY,
+        metavar="N",
+        help=f"give one recorded step in N the mean, largest |g| and update ratio (default: {DETAILS_EVERY})",
+    )
+    parser.add_argument("--bad-steps", metavar="FOLDER", help="the flight recorder: write a bundle into FOLDER for each step that goes bad")
     parser.add_argument("--plot", default="png,svg", metavar="FORMATS", help="plot formats, comma-separated: png, svg, pdf, or none (default: png,svg)")
     parser.add_argument("--tensorboard", metavar="LOGDIR", help="also write TensorBoard scalars into LOGDIR")
     parser.add_argument("--fsync", action="store_true", help="fsync the history file after every step")
@@ -59,8 +69,9 @@ def main(argv: Sequence[str]) -> int:
         return args
     plots = [] if args.plot == "none" else [item.strip() for item in args.plot.split(",") if item.strip()]
     wrong = [item for item in plots if item not in PLOT_FORMATS]
-    if wrong or args.every < 1:
-        problem = f"--plot: unknown format {wrong[0]!r} (choose from {', '.join(PLOT_FORMATS)} or none)" if wrong else "--every must be at least 1"
+    small = next((flag for flag, value in (("--every", args.every), ("--details-every", args.details_every)) if value < 1), None)
+    if wrong or small:
+        problem = f"--plot: unknown format {wrong[0]!r} (choose from {', '.join(PLOT_FORMATS)} or none)" if wrong else f"{small} must be at least 1"
         print(f"gradexport watch: error: {problem} (see gradexport watch --help)", file=sys.stderr)
         return 2
     return on_large_stack(lambda bar: _watch_work(args, plots, bar), args, args.steps)
@@ -89,7 +100,16 @@ def _watch_work(args: argparse.Namespace, plots: list[str], bar: Any) -> tuple[i
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}.watch.jsonl"
     bar.set_description(f"gradexport: training {name}()")
-    watched = partial(watch, path=path, every=args.every, fsync=args.fsync, tensorboard=args.tensorboard, on_step=lambda _: bar.update())
+    watched = partial(
+        watch,
+        path=path,
+        every=args.every,
+        details_every=args.details_every,
+        bad_steps=args.bad_steps,
+        fsync=args.fsync,
+        tensorboard=args.tensorboard,
+        on_step=lambda _: bar.update(),
+    )
     try:
         function(watch=watched)
     except KeyboardInterrupt as error:
@@ -106,4 +126,9 @@ def _watch_work(args: argparse.Namespace, plots: list[str], bar: Any) -> tuple[i
         for suffix in plots:
             lines.append(str(save_flow(history, folder / f"{stem}.flow.{suffix}")))
         lines += [f"{module_label(module)}: {'; '.join(reasons)}" for module, reasons in history.flags().items()]
+    if args.bad_steps is not None:
+        bundles = sorted(Path(args.bad_steps).glob("bad-step-*.json"))
+        counted = f"{len(bundles)} bad {'step' if len(bundles) == 1 else 'steps'} recorded in {args.bad_steps}"
+        lines.append(counted + (f" (open one with gradexport view {bundles[0]})" if bundles else ""))
+        lines += [str(bundle) for bundle in bundles]
     return 0, lines
