@@ -95,7 +95,7 @@ from torch import nn
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StartGradientError, UnreproducedStepWarning
-from ..tracing._torch import foreach_copy_, foreach_norm, leaf_variable, observe_backward_calls, tensor_leaves, wrap_step_closure
+from ..tracing._torch import foreach_copy_, foreach_norm, grad_tensors, leaf_variable, observe_backward_calls, wrap_step_closure
 from ..tracing.forward_values import ForwardOrigin, check_of
 from ..tracing.graph import Trace, trace
 from ..tracing.lines import CallSite, call_from, capture_source, user_call_site
@@ -107,6 +107,7 @@ from .recorder_loss import Edge, LossPart, copies
 from .replay_record import Replay, ReplayStart, ReplayStep
 from .start_gradients import Start, start_gradients
 from .steps import step_data
+from .watch_stats import floats
 
 __all__ = ["BASELINE_STEPS", "HEALTHY_EVERY", "JUMP", "MAX_BUNDLES", "BadSteps", "FlightRecorder"]
 
@@ -260,14 +261,13 @@ class FlightRecorder:
     def _before_model(self, _: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self._replaying or not torch.is_grad_enabled():
             return
-        generators = [torch.get_rng_state()] + [torch.cuda.get_rng_state(index) for index in self._cuda]
-        self._calls.append(_Call(args, dict(kwargs), generators, user_call_site()))
+        self._calls.append(_Call(args, dict(kwargs), self._generators(), user_call_site()))
 
     def _after_model(self, _: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._replaying or not self._calls or self._calls[-1].outputs is not None or not torch.is_grad_enabled():
             return
         call = self._calls[-1]
-        tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
+        tensors = grad_tensors(output)
         for position, tensor in enumerate(tensors):
             tensor.register_hook(partial(self._keep_grad, call, position))
         # One sum per output: a finite sum has no NaN or Inf in it (a non-finite one is looked at element by element).
@@ -295,7 +295,7 @@ class FlightRecorder:
         values = [loss if loss.dim() == 0 else loss.detach().sum()]
         for call in calls:
             values += call.sums
-        numbers = _read(values)
+        numbers = floats(values)
         self._losses.append(numbers[0])
         self._loss_node = loss.grad_fn
         start = 1
@@ -437,7 +437,7 @@ class FlightRecorder:
                 same = all(norm.dtype == norms[0].dtype for norm in norms)
                 values.append(torch.linalg.vector_norm(torch.stack(norms if same else [norm.float() for norm in norms]).float()))
             values += [total.float() for call in calls for total in call.sums]
-            numbers = _read(values) if values else []
+            numbers = floats(values)
         grad_norm = numbers.pop(0) if grads else None
         loss = losses[-1] if losses else None
         numbers += [total for call in calls for total in call.read]
@@ -502,7 +502,7 @@ class FlightRecorder:
                         output = call_from(call.site, self.model, *call.args, **call.kwargs)
                     else:
                         output = call_from(call.site, torch.func.functional_call, self.model, weights, call.args, call.kwargs)
-                    tensors = [tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad]
+                    tensors = grad_tensors(output)
                     outputs += zip((tensor.detach() for tensor in tensors if tensor.is_floating_point()), call.outputs or ())
                     for position, tensor in enumerate(tensors):
                         if position in call.output_grads:
@@ -569,7 +569,7 @@ class FlightRecorder:
                     model_ids.update(trace(outputs, caller="watch(bad_steps=...)").ids)
 
         def keep_outputs(_: nn.Module, __: Any, output: Any) -> None:
-            outputs.extend(tensor for tensor in ((output,) if isinstance(output, torch.Tensor) else tensor_leaves(output)) if tensor.requires_grad)
+            outputs.extend(grad_tensors(output))
 
         with self._set_aside() as trained:
             handles: list[Any] = [observe_backward_calls(hook), self.model.register_forward_hook(keep_outputs)]
@@ -659,23 +659,6 @@ def _same(replayed: torch.Tensor | None, trained: torch.Tensor | None) -> bool:
     if replayed.shape != trained.shape or replayed.dtype != trained.dtype:
         return False
     return bool(torch.equal(replayed, trained) or ((replayed == trained) | (replayed.isnan() & trained.isnan())).all())
-
-
-def _read(values: list[torch.Tensor]) -> list[float]:
-    """The 0-d tensors ``values`` as numbers, in one device-to-host transfer.
-
-    On the CPU a read is no transfer: one ``item()`` each costs less there
-    than stacking them first (the first value's device decides: asking each
-    tensor its device costs more than the reads).
-
-    Examples:
-        >>> _read([torch.tensor(1.0), torch.tensor(2.0, dtype=torch.float16)])
-        [1.0, 2.0]
-    """
-    if values[0].is_cpu:
-        return [value.item() for value in values]
-    device = values[0].device
-    return torch.stack([value.float().to(device) for value in values]).tolist()
 
 
 def _output_edges(results: list[tuple[_Call, list[torch.Tensor]]]) -> dict[tuple[int, int], tuple[Edge, torch.Tensor]]:

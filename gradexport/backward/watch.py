@@ -71,7 +71,7 @@ from torch.utils.hooks import RemovableHandle
 from ..core.errors import ArgumentTypeError, ArgumentValueError, RootError, StructureChangedWarning
 from ..core.extras import import_extra
 from ..core.reports import module_label
-from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, register_step_hooks, tensor_leaves
+from ..tracing._torch import foreach_copy_, foreach_norm, foreach_sub_, grad_tensors, register_step_hooks
 from ..tracing.graph import to_networkx
 from ..tracing.modules import capture_modules
 from .recorder import BadSteps, FlightRecorder
@@ -320,22 +320,19 @@ class Watch(AbstractContextManager["Watch"]):
             self._last_output_modules.append(index)
             self._calls.append(index)
             return
-        hooked = False
-        # Most modules return one tensor: skip pytree's walk for it.
-        for tensor in (output,) if isinstance(output, torch.Tensor) else tensor_leaves(output):
-            if tensor.requires_grad:
-                modules = [index]
-                node = tensor.grad_fn
-                # The gradient at the tensor is its node's incoming gradient at output_nr: a hook on the node costs
-                # less to place than Tensor.register_hook. A leaf (a module returning a parameter) has no node, and
-                # under Dynamo's tracing grad_fn is no Node (Dynamo traces tensor hooks, not node hooks).
-                if isinstance(node, Node):
-                    node.register_prehook(partial(self._on_node_grads, modules, tensor.output_nr))
-                else:
-                    tensor.register_hook(partial(self._on_output_grad, modules))
-                self._last_output, self._last_output_modules = tensor, modules
-                hooked = True
-        if hooked:
+        tensors = grad_tensors(output)
+        for tensor in tensors:
+            modules = [index]
+            node = tensor.grad_fn
+            # The gradient at the tensor is its node's incoming gradient at output_nr: a hook on the node costs
+            # less to place than Tensor.register_hook. A leaf (a module returning a parameter) has no node, and
+            # under Dynamo's tracing grad_fn is no Node (Dynamo traces tensor hooks, not node hooks).
+            if isinstance(node, Node):
+                node.register_prehook(partial(self._on_node_grads, modules, tensor.output_nr))
+            else:
+                tensor.register_hook(partial(self._on_output_grad, modules))
+            self._last_output, self._last_output_modules = tensor, modules
+        if tensors:
             self._calls.append(index)
 
     def _on_node_grads(self, modules: list[int], position: int, grads: tuple[torch.Tensor | None, ...]) -> None:
@@ -358,7 +355,7 @@ class Watch(AbstractContextManager["Watch"]):
         if self._tracing is None or not torch.is_grad_enabled():
             return
         self._end_tracing()
-        roots = [tensor for tensor in tensor_leaves(output) if tensor.requires_grad]
+        roots = grad_tensors(output)
         if not roots:
             return
         try:

@@ -248,6 +248,7 @@ __all__ = [
     "fx_op_meta",
     "fx_op_name",
     "fx_stack_frames",
+    "grad_tensors",
     "gradient_edge",
     "has_global_module_hooks",
     "in_place_versions",
@@ -767,12 +768,28 @@ def compiled_original(module: torch.nn.Module) -> torch.nn.Module | None:
 def tensor_leaves(tree: Any) -> list[torch.Tensor]:
     """Every tensor in a nested output (tuples, lists, dicts, dataclasses torch knows), via ``torch.utils._pytree``.
 
+    A tensor alone (what most modules return, read by hooks at every call)
+    skips pytree's walk.
+
     Examples:
         >>> import torch
         >>> len(tensor_leaves({"a": torch.ones(1), "b": (torch.ones(1), 3)}))
         2
     """
+    if isinstance(tree, torch.Tensor):
+        return [tree]
     return [leaf for leaf in _tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def grad_tensors(tree: Any) -> list[torch.Tensor]:
+    """The tensors of a nested output (`tensor_leaves`) that require grad, in order: those a backward reaches.
+
+    Examples:
+        >>> import torch
+        >>> [tensor.shape for tensor in grad_tensors((torch.ones(2, requires_grad=True) * 2, torch.ones(3)))]
+        [torch.Size([2])]
+    """
+    return [tensor for tensor in tensor_leaves(tree) if tensor.requires_grad]
 
 
 def _tree_leaves_before_2_2(tree: Any) -> list[Any]:

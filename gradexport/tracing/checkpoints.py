@@ -43,7 +43,7 @@ import torch
 from torch.autograd.graph import Node
 
 from ..core.errors import ArgumentTypeError, ArgumentValueError
-from ._torch import is_reentrant_checkpoint, rerun_checkpoint, saved_read_failure, tensor_leaves
+from ._torch import grad_tensors, is_reentrant_checkpoint, rerun_checkpoint, saved_read_failure
 
 __all__ = ["CheckpointRegion", "Regions", "retrace_checkpoint"]
 
@@ -100,7 +100,7 @@ def retrace_checkpoint(target: Node | torch.Tensor) -> CheckpointRegion:
             "pass the CheckpointFunctionBackward node of checkpoint(..., use_reentrant=True) or its output"
         )
     outputs, inputs = rerun_checkpoint(node)
-    return CheckpointRegion(node, tuple(tensor for tensor in tensor_leaves(outputs) if tensor.requires_grad), inputs)
+    return CheckpointRegion(node, tuple(grad_tensors(outputs)), inputs)
 
 
 class Regions:
