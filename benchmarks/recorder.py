@@ -19,8 +19,6 @@ Example::
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -32,7 +30,7 @@ import torch
 import gradexport
 from gradexport.tools import BadSteps
 
-from .watch import models, on_one_thread, trainer
+from .watch import on_one_thread, table_main, trainers
 
 #: The watch's own statistics run at step 0 only: a step index this large is never recorded again.
 NEVER = 10**9
@@ -45,11 +43,8 @@ def measure(rounds: int, steps: int, scale: int = 1, clock: Callable[[], float] 
 
 def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) -> list[dict[str, Any]]:
     rows = []
-    for name, (model, batch, loss_of) in models(scale).items():
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-        inputs = [batch() for _ in range(steps)]
-        train = trainer(optimizer, model, inputs, loss_of, clock)
-
+    for name, train in trainers(scale, steps, clock).items():
+        model, optimizer = train.model, train.optimizer
         times: dict[str, list[float]] = {"plain": [], "recorder": []}
         with tempfile.TemporaryDirectory() as folder:
             train(steps)  # warm up
@@ -58,7 +53,7 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
                 with gradexport.watch(model, optimizer=optimizer, every=NEVER, trace=False, bad_steps=folder):
                     train(1)  # the watch's step 0, its one recorded step
                     times["recorder"].append(train(steps))
-            bad_seconds, bundle_bytes = _bad_step(model, inputs[0], loss_of, Path(folder), clock)
+            bad_seconds, bundle_bytes = _bad_step(model, train.inputs[0], train.loss_of, Path(folder), clock)
         best = {key: min(values) for key, values in times.items()}
         rows.append(
             {
@@ -93,22 +88,16 @@ def _bad_step(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    parser.add_argument("--clock", choices=("wall", "process"), default="wall", help="wall clock, or the process's CPU time (on a loaded machine)")
-    args = parser.parse_args()
-    rows = measure(args.rounds, args.steps, clock=time.process_time if args.clock == "process" else time.perf_counter)
-    print("| model | parameters | plain step | with the recorder | ratio | a bad step, its bundle written | bundle |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for row in rows:
-        print(
+    table_main(
+        __doc__.splitlines()[0],
+        measure,
+        5,
+        "| model | parameters | plain step | with the recorder | ratio | a bad step, its bundle written | bundle |",
+        lambda row: (
             f"| {row['model']} | {row['parameters']:,} | {row['plain_ms']:.2f} ms | {row['recorder_ms']:.2f} ms | {row['ratio']:.3f}x | "
             f"{row['bad_step_ms']:.0f} ms | {row['bundle_bytes']:,} bytes |"
-        )
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        ),
+    )
 
 
 if __name__ == "__main__":

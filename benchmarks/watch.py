@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,29 +82,38 @@ def on_one_thread(run: Callable[..., list[dict[str, Any]]], *args: Any) -> list[
         torch.set_num_threads(threads)
 
 
-def trainer(
-    optimizer: torch.optim.Optimizer, model: nn.Module, inputs: list[torch.Tensor], loss_of: Callable[[torch.Tensor], torch.Tensor], clock: Callable[[], float]
-) -> Callable[[int], float]:
-    """A function that runs the plain loop over the first ``count`` inputs and returns the time per step."""
+@dataclass
+class Trainer:
+    """One benchmark model with its SGD optimizer and ``steps`` batches; called with ``count``, it runs the plain loop
+    over the first ``count`` batches and returns the time per step."""
 
-    def train(count: int) -> float:
-        start = clock()
-        for x in inputs[:count]:
-            optimizer.zero_grad()
-            loss_of(model(x)).backward()
-            optimizer.step()
-        return (clock() - start) / count
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    inputs: list[torch.Tensor]
+    loss_of: Callable[[torch.Tensor], torch.Tensor]
+    clock: Callable[[], float]
 
-    return train
+    def __call__(self, count: int) -> float:
+        start = self.clock()
+        for x in self.inputs[:count]:
+            self.optimizer.zero_grad()
+            self.loss_of(self.model(x)).backward()
+            self.optimizer.step()
+        return (self.clock() - start) / count
+
+
+def trainers(scale: int, steps: int, clock: Callable[[], float]) -> dict[str, Trainer]:
+    """name -> a `Trainer` of each of `models`, with ``steps`` batches made now."""
+    return {
+        name: Trainer(model, torch.optim.SGD(model.parameters(), lr=1e-3), [batch() for _ in range(steps)], loss_of, clock)
+        for name, (model, batch, loss_of) in models(scale).items()
+    }
 
 
 def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) -> list[dict[str, Any]]:
     rows = []
-    for name, (model, batch, loss_of) in models(scale).items():
-        optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-        inputs = [batch() for _ in range(steps)]
-        train = trainer(optimizer, model, inputs, loss_of, clock)
-
+    for name, train in trainers(scale, steps, clock).items():
+        model, optimizer = train.model, train.optimizer
         times: dict[str, list[float]] = {"plain": [], "every=1": [], "every=10": [], "every=1, recorder": []}
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "watch.jsonl"
@@ -146,26 +156,39 @@ def _measure(rounds: int, steps: int, scale: int, clock: Callable[[], float]) ->
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+def table_main(description: str, measure: Callable[..., list[dict[str, Any]]], rounds: int, header: str, line: Callable[[dict[str, Any]], str]) -> None:
+    """The command line the step benchmarks share: run ``measure`` as asked, print a Markdown table (``header``, a ``line`` per row).
+
+    ``--rounds`` (default ``rounds``), ``--steps``, ``--clock`` and ``--json FILE`` (the rows as JSON).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--clock", choices=("wall", "process"), default="wall", help="wall clock, or the process's CPU time (on a loaded machine)")
     args = parser.parse_args()
     rows = measure(args.rounds, args.steps, clock=time.process_time if args.clock == "process" else time.perf_counter)
-    print(
-        "| model | parameters | modules | plain step | every=1 | every=10 | every=1, recorder on | first (traced) step | file bytes / recorded step"
-        " | graph line | parameter copy kept |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(header)
+    print("|---|" + "---:|" * (header.count("|") - 2))
     for row in rows:
-        print(
-            f"| {row['model']} | {row['parameters']:,} | {row['modules']} | {row['plain_ms']:.2f} ms | {row['ratio_every1']:.3f}x | "
-            f"{row['ratio_every10']:.3f}x | {row['ratio_every1_recorder']:.3f}x | {row['first_step_ms']:.0f} ms | {row['bytes_per_step']:,.0f} | {row['graph_bytes']:,} | {row['param_copy_bytes']:,} |"
-        )
+        print(line(row))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def main() -> None:
+    table_main(
+        __doc__.splitlines()[0],
+        measure,
+        7,
+        "| model | parameters | modules | plain step | every=1 | every=10 | every=1, recorder on | first (traced) step | file bytes / recorded step"
+        " | graph line | parameter copy kept |",
+        lambda row: (
+            f"| {row['model']} | {row['parameters']:,} | {row['modules']} | {row['plain_ms']:.2f} ms | {row['ratio_every1']:.3f}x | "
+            f"{row['ratio_every10']:.3f}x | {row['ratio_every1_recorder']:.3f}x | {row['first_step_ms']:.0f} ms | {row['bytes_per_step']:,.0f} | "
+            f"{row['graph_bytes']:,} | {row['param_copy_bytes']:,} |"
+        ),
+    )
 
 
 if __name__ == "__main__":

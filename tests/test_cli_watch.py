@@ -16,10 +16,13 @@ import gradexport
 
 GRADS = []
 
-def train(watch=gradexport.watch):
+def model_and_optimizer():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+def train(watch=gradexport.watch):
+    model, optimizer = model_and_optimizer()
     with watch(model, optimizer=optimizer):
         for _ in range(6):
             optimizer.zero_grad()
@@ -28,9 +31,7 @@ def train(watch=gradexport.watch):
             optimizer.step()
 
 def train_bad(watch=gradexport.watch):
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = model_and_optimizer()
     with watch(model, optimizer=optimizer):
         for step in range(5):
             optimizer.zero_grad()
